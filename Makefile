@@ -1,0 +1,34 @@
+# Two commands: `make train` and `make test`. Torch is installed only when the venv has none,
+# from TORCH_SPEC, so a user's own CUDA build is kept (pyproject only asks for torch>=2.3).
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+BIN := $(VENV)/bin
+ARGS ?=
+
+.PHONY: venv dev train test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+venv: $(BIN)/python
+	@$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q "$(TORCH_SPEC)"
+	$(BIN)/pip install -q -e .
+
+dev: $(BIN)/python
+	@$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q "$(TORCH_SPEC)"
+	$(BIN)/pip install -q -e ".[dev]"
+
+train: venv
+	$(BIN)/python train.py $(ARGS)
+
+test: dev
+	$(BIN)/python -m pytest $(ARGS)
+
+bench: venv
+	$(BIN)/python benchmarks/lightning_overhead.py
+	$(BIN)/python benchmarks/attend_sdpa.py
+
+clean:
+	rm -rf outputs .pytest_cache

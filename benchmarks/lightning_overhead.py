@@ -1,0 +1,115 @@
+"""Training steps/s of the default experiment under Lightning vs a plain PyTorch loop.
+
+Both sides train the same model (MemN2N, 3 hops) on the same batches of the default data
+(generated bAbI task 1) with the same optimizer; the Lightning side is the composed default config
+(its callbacks, logger and progress bar included), timed over its training epochs only. Runs are
+interleaved (plain, Lightning, plain, ...) and the best of each is kept; target ratio >= 0.8.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from hydra import compose, initialize_config_dir
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import get_class, instantiate
+from omegaconf import DictConfig, open_dict
+
+from attnmem.run import build_model
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+class EpochTimer(L.Callback):
+    """Wall time of training epochs, validation excluded."""
+
+    def __init__(self) -> None:
+        self.seconds, self.steps, self._start, self._step0 = 0.0, 0, 0.0, 0
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._start, self._step0 = time.perf_counter(), trainer.global_step
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.seconds += time.perf_counter() - self._start
+        self.steps += trainer.global_step - self._step0
+
+
+def compose_default(out_dir: Path, epochs: int) -> DictConfig:
+    """The default training config, its run directory in `out_dir`."""
+    cfg = compose("train", overrides=[f"trainer.max_epochs={epochs}"], return_hydra_config=True)
+    with open_dict(cfg):
+        cfg.hydra.runtime.output_dir = str(out_dir)
+    HydraConfig.instance().set_config(cfg)
+    return cfg
+
+
+def build(cfg: DictConfig):
+    """Datamodule, model and family module of a config, seeded like run.train."""
+    L.seed_everything(cfg.seed, verbose=False)
+    dm = instantiate(cfg.data)
+    dm.prepare_data()
+    dm.setup("fit")
+    family = get_class(cfg.data._target_).family
+    net = build_model(cfg.model, cfg.attention, dm.dims, family)
+    module = get_class(f"attnmem.tasks.{family}.Task")(
+        net, optimizer=instantiate(cfg.optimizer), dims=dm.dims, **cfg.task
+    )
+    return dm, net, module
+
+
+def lightning_steps_per_second(cfg: DictConfig) -> float:
+    """Steps/s of the training epochs of `trainer.fit` with the config's callbacks and logger."""
+    dm, _, module = build(cfg)
+    timer = EpochTimer()
+    callbacks = [instantiate(c) for c in cfg.callbacks.values() if c] + [timer]
+    loggers = [instantiate(c) for c in cfg.logger.values() if c]
+    trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
+    trainer.fit(module, datamodule=dm)
+    return timer.steps / timer.seconds
+
+
+def plain_steps_per_second(cfg: DictConfig) -> float:
+    """Steps/s of a hand-written loop over the same batches, model and optimizer."""
+    dm, net, _ = build(cfg)
+    optimizer = instantiate(cfg.optimizer)(params=net.parameters())
+    reduction = cfg.task.get("loss_reduction", "mean")
+    net.train()
+    steps, start = 0, time.perf_counter()
+    for _ in range(cfg.trainer.max_epochs):
+        for batch in dm.train_dataloader():
+            loss = F.cross_entropy(net(batch).pred, batch["answer"], reduction=reduction)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            steps += 1
+    return steps / (time.perf_counter() - start)
+
+
+def main() -> None:
+    """Print both throughputs and their ratio."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    best = {"plain": 0.0, "lightning": 0.0}
+    with TemporaryDirectory() as tmp, initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        for r in range(args.rounds):
+            cfg = compose_default(Path(tmp) / f"run{r}", args.epochs)
+            best["plain"] = max(best["plain"], plain_steps_per_second(cfg))
+            best["lightning"] = max(best["lightning"], lightning_steps_per_second(cfg))
+    print(f"default experiment, {args.epochs} epochs, threads={args.threads}, best of {args.rounds} interleaved runs")
+    print(f"  plain PyTorch loop   {best['plain']:8.1f} steps/s  ({1e3 / best['plain']:.2f} ms/step)")
+    print(f"  Lightning            {best['lightning']:8.1f} steps/s  ({1e3 / best['lightning']:.2f} ms/step)")
+    print(f"  ratio Lightning / plain = {best['lightning'] / best['plain']:.2f}  (target >= 0.8)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+"""Attention scoring functions and `attend`: the one place attention is computed.
+
+Every score maps `query (B, Tq, Dq)` and `keys (B, Tk, Dk)` to `scores (B, Tq, Tk)`.
+An `attention/*.yaml` config is a `_partial_` of one of these classes; a model calls it with
+the dimensions it needs: `score(query_dim=..., key_dim=...)`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = ["Additive", "Bilinear", "Cosine", "Dot", "MultiHead", "ScaledDot", "attend"]
+
+
+def _check_dims(name: str, query_dim: int, key_dim: int, *, equal: bool) -> None:
+    if query_dim < 1 or key_dim < 1:
+        raise ValueError(f"{name}: query_dim and key_dim must be >= 1, got {query_dim} and {key_dim}")
+    if equal and query_dim != key_dim:
+        raise ValueError(
+            f"{name} needs query_dim == key_dim (got {query_dim} and {key_dim}); "
+            "use attention=bilinear or attention=additive for different widths"
+        )
+
+
+class Dot(nn.Module):
+    """Dot-product score qᵀk (Luong et al. 2015, 'dot')."""
+
+    def __init__(self, query_dim: int, key_dim: int) -> None:
+        super().__init__()
+        _check_dims("Dot", query_dim, key_dim, equal=True)
+
+    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
+        return query @ keys.transpose(-1, -2)  # (B, Tq, Tk)
+
+
+class ScaledDot(nn.Module):
+    """Scaled dot-product score qᵀk / √d (Vaswani et al. 2017, eq. 1)."""
+
+    def __init__(self, query_dim: int, key_dim: int) -> None:
+        super().__init__()
+        _check_dims("ScaledDot", query_dim, key_dim, equal=True)
+        self.scale = 1.0 / math.sqrt(key_dim)
+
+    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
+        return (query @ keys.transpose(-1, -2)) * self.scale  # (B, Tq, Tk)
+
+
+class Bilinear(nn.Module):
+    """Bilinear score qᵀWk (Luong et al. 2015, 'general'); query and key widths may differ."""
+
+    def __init__(self, query_dim: int, key_dim: int) -> None:
+        super().__init__()
+        _check_dims("Bilinear", query_dim, key_dim, equal=False)
+        self.weight = nn.Parameter(torch.empty(query_dim, key_dim))
+        nn.init.xavier_uniform_(self.weight)
+
+    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
+        return (query @ self.weight) @ keys.transpose(-1, -2)  # (B, Tq, Tk)
+
+
+class Additive(nn.Module):
+    """Additive score vᵀ tanh(W q + U k) (Bahdanau et al. 2015, eq. 6 / appendix A.1.2)."""
+
+    def __init__(self, query_dim: int, key_dim: int, hidden_dim: int | None = None) -> None:
+        super().__init__()
+        _check_dims("Additive", query_dim, key_dim, equal=False)
+        hidden_dim = hidden_dim or key_dim
+        if hidden_dim < 1:
+            raise ValueError(f"Additive: hidden_dim must be >= 1, got {hidden_dim}")
+        self.query_proj = nn.Linear(query_dim, hidden_dim, bias=False)  # W
+        self.key_proj = nn.Linear(key_dim, hidden_dim, bias=True)  # U (+ bias)
+        self.v = nn.Linear(hidden_dim, 1, bias=False)
+
+    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
+        q = self.query_proj(query).unsqueeze(2)  # (B, Tq, 1, H)
+        k = self.key_proj(keys).unsqueeze(1)  # (B, 1, Tk, H)
+        return self.v(torch.tanh(q + k)).squeeze(-1)  # (B, Tq, Tk)
+
+
+class Cosine(nn.Module):
+    """Cosine similarity times a temperature β (Graves et al. 2014, eq. 5-6).
+
+    `beta` is a fixed temperature (float) or, with `learn_beta=True`, its learned initial value.
+    Without a temperature (β = 1) cosine scores lie in [-1, 1] and softmax is nearly uniform.
+    """
+
+    def __init__(
+        self, query_dim: int, key_dim: int, beta: float = 10.0, learn_beta: bool = False, eps: float = 1e-8
+    ) -> None:
+        super().__init__()
+        _check_dims("Cosine", query_dim, key_dim, equal=True)
+        if beta <= 0:
+            raise ValueError(f"Cosine: beta must be > 0, got {beta}")
+        log_beta = torch.tensor(math.log(beta))
+        if learn_beta:
+            self.log_beta = nn.Parameter(log_beta)
+        else:
+            self.register_buffer("log_beta", log_beta)
+        self.eps = eps
+
+    @property
+    def beta(self) -> Tensor:
+        """The current temperature β."""
+        return self.log_beta.exp()
+
+    def similarity(self, query: Tensor, keys: Tensor) -> Tensor:
+        """Cosine similarity K[q, k] in [-1, 1], without the temperature."""
+        q = query / query.norm(dim=-1, keepdim=True).clamp_min(self.eps)  # (B, Tq, D)
+        k = keys / keys.norm(dim=-1, keepdim=True).clamp_min(self.eps)  # (B, Tk, D)
+        return q @ k.transpose(-1, -2)  # (B, Tq, Tk)
+
+    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
+        return self.beta * self.similarity(query, keys)  # (B, Tq, Tk)
+
+
+def attend(
+    query: Tensor,
+    keys: Tensor,
+    values: Tensor,
+    score: nn.Module,
+    *,
+    mask: Tensor | None = None,
+    need_weights: bool = True,
+) -> tuple[Tensor, Tensor | None]:
+    """Softmax attention of `query (B, Tq, Dq)` over `keys (B, Tk, Dk)`, reading `values (B, Tk, Dv)`.
+
+    Args:
+        mask: bool, True where a query may attend; broadcast to (B, Tq, Tk). A fully masked row
+            gives zero weights and a zero context.
+        need_weights: when False and `score` is `ScaledDot`, uses `F.scaled_dot_product_attention`
+            and returns `None` for the weights.
+
+    Returns:
+        `(context (B, Tq, Dv), weights (B, Tq, Tk) or None)`.
+    """
+    if not need_weights and type(score) is ScaledDot:
+        return _fast_scaled_dot(query, keys, values, mask), None
+    scores = score(query, keys)  # (B, Tq, Tk)
+    if mask is None:
+        weights = torch.softmax(scores, dim=-1)
+    else:
+        mask = mask.expand_as(scores)
+        scores = scores.masked_fill(~mask, float("-inf"))
+        # a fully masked row would be NaN after softmax: give it zeros instead
+        weights = torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0)
+    context = weights @ values  # (B, Tq, Dv)
+    return context, weights
+
+
+def _fast_scaled_dot(query: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
+    if mask is None:
+        return F.scaled_dot_product_attention(query, keys, values)
+    mask = mask.expand(*query.shape[:-1], keys.shape[-2])  # (B, Tq, Tk)
+    context = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask)
+    # SDPA gives NaN for a fully masked row; the contract is a zero context
+    return context.masked_fill(~mask.any(-1, keepdim=True), 0.0)
+
+
+class MultiHead(nn.Module):
+    """Multi-head attention (Vaswani et al. 2017, §3.2.2) over any score factory.
+
+    Projects queries, keys and values to `heads` subspaces of `model_dim // heads`, scores each
+    head with its own `score(query_dim=d_head, key_dim=d_head)`, and projects the concatenation.
+    """
+
+    def __init__(self, model_dim: int, heads: int, score, *, dropout: float = 0.0) -> None:
+        super().__init__()
+        if heads < 1 or model_dim % heads:
+            raise ValueError(f"MultiHead: heads ({heads}) must be >= 1 and divide model_dim ({model_dim})")
+        self.heads, self.head_dim = heads, model_dim // heads
+        self.q_proj = nn.Linear(model_dim, model_dim)
+        self.k_proj = nn.Linear(model_dim, model_dim)
+        self.v_proj = nn.Linear(model_dim, model_dim)
+        self.out_proj = nn.Linear(model_dim, model_dim)
+        self.score = score(query_dim=self.head_dim, key_dim=self.head_dim)
+        self.dropout = nn.Dropout(dropout)
+
+    def _heads(self, x: Tensor) -> Tensor:
+        b, t, _ = x.shape
+        # heads fold into the batch so every score sees (B*H, T, Dh)
+        return x.view(b, t, self.heads, self.head_dim).transpose(1, 2).reshape(b * self.heads, t, self.head_dim)
+
+    def forward(
+        self, query: Tensor, keys: Tensor, values: Tensor, *, mask: Tensor | None = None, need_weights: bool = True
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attend `query (B, Tq, D)` over `keys`/`values (B, Tk, D)`; weights are (B, H, Tq, Tk)."""
+        b, tq, d = query.shape
+        tk = keys.shape[1]
+        q, k, v = self._heads(self.q_proj(query)), self._heads(self.k_proj(keys)), self._heads(self.v_proj(values))
+        if mask is not None:
+            mask = mask.unsqueeze(1).expand(b, self.heads, tq, tk).reshape(b * self.heads, tq, tk)
+        context, weights = attend(q, k, v, self.score, mask=mask, need_weights=need_weights)
+        context = context.view(b, self.heads, tq, self.head_dim).transpose(1, 2).reshape(b, tq, d)  # (B, Tq, D)
+        if weights is not None:
+            weights = weights.view(b, self.heads, tq, tk)  # (B, H, Tq, Tk)
+        return self.out_proj(self.dropout(context)), weights

@@ -1,0 +1,80 @@
+"""The run manifest: what code, packages, data and command made a run."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+PACKAGES = ("attnmem", "torch", "lightning", "torchmetrics", "hydra-core", "omegaconf", "numpy", "wandb")
+
+
+def sha256(path: Path) -> str:
+    """The sha256 hex digest of a file."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def git_state(cwd: Path) -> dict[str, Any]:
+    """The commit checked out at `cwd` and whether the work tree differs from it."""
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": bool(status) if status is not None else None}
+
+
+def _versions() -> dict[str, str | None]:
+    found: dict[str, str | None] = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def _command() -> dict[str, Any]:
+    overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+    return {"argv": sys.argv, "overrides": overrides, "cwd": os.getcwd()}
+
+
+def write(out_dir: Path, cfg: DictConfig, data_files: Iterable[Path]) -> Path:
+    """Write `manifest.json` into the run directory (beside Hydra's `.hydra/`)."""
+    from attnmem.run import write_json  # run imports this module
+
+    manifest = {
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "git": git_state(Path.cwd()),
+        "packages": _versions(),
+        "command": _command(),
+        "seed": cfg.seed,
+        "data_files": {str(p): sha256(Path(p)) for p in data_files},
+    }
+    path = out_dir / "manifest.json"
+    write_json(path, manifest)
+    return path
+
+
+def read(run_dir: Path) -> dict[str, Any]:
+    """The manifest of a run directory."""
+    return json.loads((run_dir / "manifest.json").read_text())

@@ -1,0 +1,217 @@
+"""End-To-End Memory Network (Sukhbaatar et al. 2015) and its linear-start callback."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import torch
+from lightning.pytorch.callbacks import Callback
+from torch import Tensor, nn
+
+from attnmem.attention import attend
+from attnmem.models.output import Output
+
+__all__ = ["LinearStart", "MemN2N", "position_encoding"]
+
+ENCODINGS = ("position", "bow")
+TYINGS = ("adjacent", "layerwise")
+
+
+def position_encoding(sentence_len: int, embed_dim: int) -> Tensor:
+    """Position encoding l_kj = 1 + 4(k - (d+1)/2)(j - (J+1)/2) / (d J), 1-indexed (§4.1); (J, d)."""
+    j = torch.arange(1, sentence_len + 1, dtype=torch.float32).unsqueeze(1)  # (J, 1)
+    k = torch.arange(1, embed_dim + 1, dtype=torch.float32).unsqueeze(0)  # (1, d)
+    return 1 + 4 * (k - (embed_dim + 1) / 2) * (j - (sentence_len + 1) / 2) / (embed_dim * sentence_len)
+
+
+def _check_options(sizes: dict[str, int], *, encoding: str, tying: str, random_noise: float, init_std: float) -> None:
+    for name, value in sizes.items():
+        if value < 1:
+            raise ValueError(f"MemN2N: {name} must be >= 1, got {value}")
+    if encoding not in ENCODINGS:
+        raise ValueError(f"MemN2N: encoding must be one of {ENCODINGS}, got {encoding!r}")
+    if tying not in TYINGS:
+        raise ValueError(f"MemN2N: tying must be one of {TYINGS}, got {tying!r}")
+    if not 0 <= random_noise < 1:
+        raise ValueError(f"MemN2N: random_noise must be in [0, 1), got {random_noise}")
+    if init_std < 0:
+        raise ValueError(f"MemN2N: init_std must be >= 0, got {init_std}")
+
+
+class MemN2N(nn.Module):
+    """End-To-End Memory Network, Sukhbaatar et al. 2015, "End-To-End Memory Networks" (NeurIPS).
+
+    One hop (§2.1): input memories m_i = Σ_j l_j ∘ A x_ij + T_A(i), output memories
+    c_i = Σ_j l_j ∘ C x_ij + T_C(i), weights p = softmax(score(u, m)) (eq. 1), read o = Σ_i p_i c_i
+    (eq. 2); hops stack with u^{k+1} = u^k + o^k (eq. 4, or H u^k + o^k with layer-wise tying);
+    the answer is â = softmax(W u^{K+1}) (eqs. 3, 5; the softmax is left to the loss).
+    The question is u^1 = Σ_j l_j ∘ B q_j.
+
+    - `encoding`: "position" is PE (§4.1) with one global sentence length J, as in the reference
+      code; "bow" sets l_j = 1.
+    - `temporal`: temporal encoding (§4.1); rows of T_A / T_C are indexed by recency (0 = most
+      recent). `random_noise` (RN, §4.1) spreads the indices over ~10% extra empty slots while
+      training, as the reference code's `randomize_time` does.
+    - `tying` (§2.2): "adjacent" has A^{k+1} = C^k and B = A^1 (T_A/T_C tied the same way);
+      "layerwise" shares A, C (and T_A, T_C) over hops and adds the linear map H.
+      W is a separate d -> num_answers map in both: answers are their own class vocabulary here,
+      so the paper's W^T = C^K cannot apply.
+    - Linear start (LS, §4.2): with `linear_start = True` the weights are the raw masked scores
+      (no softmax); the `LinearStart` callback toggles it.
+
+    `score(query_dim=d, key_dim=d)` is called once per hop; the paper's is `Dot`. Embeddings and
+    W, H are drawn from N(0, init_std²) (the reference code's 0.1); word id 0 embeds to zero.
+    """
+
+    families: ClassVar[tuple[str, ...]] = ("qa",)
+
+    def __init__(
+        self,
+        *,
+        vocab_size: int,
+        num_answers: int,
+        memory_size: int,
+        sentence_len: int,
+        score: Callable[..., nn.Module],
+        embed_dim: int = 20,
+        hops: int = 3,
+        encoding: str = "position",
+        temporal: bool = True,
+        tying: str = "adjacent",
+        random_noise: float = 0.1,
+        init_std: float = 0.1,
+    ) -> None:
+        super().__init__()
+        sizes = {"vocab_size": vocab_size, "num_answers": num_answers, "memory_size": memory_size}
+        sizes |= {"sentence_len": sentence_len, "embed_dim": embed_dim, "hops": hops}
+        _check_options(sizes, encoding=encoding, tying=tying, random_noise=random_noise, init_std=init_std)
+        self.hops, self.memory_size, self.sentence_len = hops, memory_size, sentence_len
+        self.temporal, self.random_noise, self.init_std = temporal, random_noise, init_std
+        self.linear_start = False
+        d = embed_dim
+        # an embedding list E with A^k = E[k-1], C^k = E[k] (adjacent), or E = [A, C] (layer-wise)
+        n = hops + 1 if tying == "adjacent" else 2
+        E = [nn.Embedding(vocab_size, d, padding_idx=0) for _ in range(n)]
+        T = [nn.Embedding(memory_size, d) for _ in range(n)] if temporal else []
+        a, c = (range(hops), range(1, hops + 1)) if tying == "adjacent" else ([0] * hops, [1] * hops)
+        self.A, self.C = nn.ModuleList(E[i] for i in a), nn.ModuleList(E[i] for i in c)
+        self.T_A = nn.ModuleList(T[i] for i in a) if temporal else None
+        self.T_C = nn.ModuleList(T[i] for i in c) if temporal else None
+        self.B = self.A[0] if tying == "adjacent" else nn.Embedding(vocab_size, d, padding_idx=0)
+        self.H = nn.Linear(d, d, bias=False) if tying == "layerwise" else None
+        self.W = nn.Linear(d, num_answers, bias=False)
+        self.scores = nn.ModuleList(score(query_dim=d, key_dim=d) for _ in range(hops))
+        pe = position_encoding(sentence_len, d) if encoding == "position" else torch.ones(sentence_len, d)
+        self.register_buffer("position", pe, persistent=False)  # (J, d)
+        self._reset_parameters()
+
+    def _reset_parameters(self) -> None:
+        # the score modules keep their own initialisation
+        for module in (*self.A, *self.C, self.B, *(self.T_A or ()), *(self.T_C or ()), self.H, self.W):
+            if module is not None:
+                nn.init.normal_(module.weight, std=self.init_std)
+        with torch.no_grad():
+            for embed in (*self.A, *self.C, self.B):
+                embed.weight[0].zero_()  # the pad word adds nothing to a sentence
+
+    def encode(self, embed: nn.Embedding, words: Tensor) -> Tensor:
+        """Embed `words (..., L)` and sum over positions weighted by l_j: (..., d)."""
+        length = words.shape[-1]
+        if length > self.sentence_len:
+            raise ValueError(f"MemN2N: sentences of {length} words exceed sentence_len={self.sentence_len}")
+        return (embed(words) * self.position[:length]).sum(-2)  # (..., d)
+
+    def time_index(self, slot_mask: Tensor) -> Tensor:
+        """Recency of each slot, 0 = most recent, from `slot_mask (B, S)` (slots left-aligned): (B, S)."""
+        b, s = slot_mask.shape
+        n = slot_mask.sum(-1, keepdim=True)  # (B, 1) real sentences
+        slots = torch.arange(s, device=slot_mask.device)  # (S,)
+        if not (self.training and self.random_noise > 0):
+            return (n - 1 - slots).clamp_min(0)  # (B, S)
+        # RN: n distinct indices drawn from 0 .. n+blank-1, blank ~ U{0..ceil(n·rn)}, oldest highest
+        most = math.ceil(s * self.random_noise)
+        blank = (torch.rand(b, 1, device=slot_mask.device) * (torch.ceil(n * self.random_noise) + 1)).long()
+        span = torch.arange(s + most, device=slot_mask.device)  # (S + most,)
+        keys = torch.rand(b, s + most, device=slot_mask.device).masked_fill(span >= n + blank, math.inf)
+        picks = keys.argsort(-1)[:, :s].masked_fill(slots >= n, -1)  # (B, S) a random n-subset first
+        return picks.sort(-1, descending=True).values.clamp(0, self.memory_size - 1)
+
+    def address(self, hop: int, u: Tensor, m: Tensor, c: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        """Read `o (B, 1, d)` from memories `m`, `c (B, S, d)` for `u (B, 1, d)`; weights (B, 1, S)."""
+        if not self.linear_start:
+            return attend(u, m, c, self.scores[hop], mask=mask)
+        # LS: `attend` always softmaxes, so the linear weights are computed here
+        weights = self.scores[hop](u, m).masked_fill(~mask, 0.0)  # (B, 1, S)
+        return weights @ c, weights
+
+    def forward(self, batch: dict[str, Tensor]) -> Output:
+        story, query = batch["story"], batch["query"]  # (B, S, L), (B, Lq)
+        if story.shape[1] > self.memory_size:
+            raise ValueError(f"MemN2N: a story of {story.shape[1]} sentences exceeds memory_size={self.memory_size}")
+        slot_mask = story.ne(0).any(-1)  # (B, S) True for a real sentence
+        time = self.time_index(slot_mask) if self.temporal else None
+        u = self.encode(self.B, query).unsqueeze(1)  # (B, 1, d)
+        attention = []
+        for k in range(self.hops):
+            m = self.encode(self.A[k], story)  # (B, S, d)
+            c = self.encode(self.C[k], story)  # (B, S, d)
+            if time is not None:
+                m, c = m + self.T_A[k](time), c + self.T_C[k](time)
+            o, weights = self.address(k, u, m, c, slot_mask.unsqueeze(1))
+            u = (u if self.H is None else self.H(u)) + o  # (B, 1, d)
+            attention.append(weights.squeeze(1))  # (B, S)
+        return Output(pred=self.W(u.squeeze(1)), attention=attention)  # (B, num_answers)
+
+
+class LinearStart(Callback):
+    """Linear start (Sukhbaatar et al. 2015, §4.2) for the first `epochs` epochs.
+
+    At each training epoch's start sets `pl_module.net.linear_start` to `epoch < epochs`. With
+    `lr` given it follows the reference code, which trains LS as a separate run: during LS every
+    param group's lr is set to `lr` (each epoch, so a scheduler step in between has no effect);
+    at epoch `epochs` the configured lr (the group's `initial_lr`, else the lr seen when LS began)
+    comes back and every epoch-based scheduler restarts (`last_epoch = 0`), so a StepLR counts
+    its steps from the end of LS. A ReduceLROnPlateau keeps its state; with `lr=None` the
+    optimizer and schedulers are left alone. Set `max_epochs` to LS epochs plus the main run's.
+    """
+
+    def __init__(self, epochs: int = 20, lr: float | None = 0.005) -> None:
+        if epochs < 0:
+            raise ValueError(f"LinearStart: epochs must be >= 0, got {epochs}")
+        if lr is not None and lr <= 0:
+            raise ValueError(f"LinearStart: lr must be > 0 or None, got {lr}")
+        self.epochs, self.lr = epochs, lr
+        self.configured_lrs: list[list[float]] | None = None  # per optimizer, per param group
+
+    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+        epoch = trainer.current_epoch
+        pl_module.net.linear_start = epoch < self.epochs
+        if self.lr is None:
+            return
+        if epoch < self.epochs:
+            if self.configured_lrs is None:
+                self.configured_lrs = [[g["lr"] for g in opt.param_groups] for opt in trainer.optimizers]
+            for opt in trainer.optimizers:
+                for group in opt.param_groups:
+                    group["lr"] = self.lr
+        elif epoch == self.epochs and self.epochs > 0:
+            self._end(trainer)
+
+    def _end(self, trainer: Any) -> None:
+        saved = self.configured_lrs or [[None] * len(opt.param_groups) for opt in trainer.optimizers]
+        for opt, lrs in zip(trainer.optimizers, saved):
+            for group, lr in zip(opt.param_groups, lrs):
+                group["lr"] = group.get("initial_lr", lr if lr is not None else group["lr"])
+        for config in trainer.lr_scheduler_configs:
+            scheduler = config.scheduler
+            if hasattr(scheduler, "base_lrs"):  # not ReduceLROnPlateau
+                scheduler.last_epoch = 0
+                scheduler._last_lr = [g["lr"] for g in scheduler.optimizer.param_groups]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"configured_lrs": self.configured_lrs}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.configured_lrs = state_dict["configured_lrs"]

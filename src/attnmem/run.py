@@ -1,0 +1,197 @@
+"""One run: instantiate data and model from the config, check they fit, train, test, report."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from hydra.core.global_hydra import GlobalHydra
+from hydra.utils import get_class, instantiate
+from lightning.pytorch.callbacks import ModelCheckpoint
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from attnmem import console, manifest
+from attnmem.errors import UserError
+
+
+def train(cfg: DictConfig) -> float | None:
+    """Train and test the configured model; write metrics.json; return the monitored metric."""
+    _set_threads(cfg.threads)
+    L.seed_everything(cfg.seed, workers=True)
+    out_dir = Path(cfg.paths.output_dir)
+    family = check_compatible(cfg)
+    task_cls = get_class(f"attnmem.tasks.{family}.Task")
+    with open_dict(cfg):
+        cfg.monitor = cfg.monitor or task_cls.monitor
+        cfg.mode = cfg.mode or task_cls.mode
+    ckpt_path = _resume_path(cfg, out_dir)
+    console.print_config_tree(cfg)
+
+    datamodule = instantiate(cfg.data)
+    datamodule.prepare_data()
+    datamodule.setup("fit")
+    manifest.write(out_dir, cfg, datamodule.data_files)
+    net = build_model(cfg.model, cfg.attention, datamodule.dims, family)
+    module = task_cls(
+        net,
+        optimizer=instantiate(cfg.optimizer),
+        scheduler=instantiate(cfg.scheduler) if cfg.scheduler else None,
+        dims=datamodule.dims,
+        **cfg.task,
+    )
+    _offline_wandb_without_key(cfg)
+    loggers = [instantiate(c) for c in (cfg.logger or {}).values() if c]
+    callbacks = [instantiate(c) for c in (cfg.callbacks or {}).values() if c]
+    trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    for logger in trainer.loggers:
+        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+
+    try:
+        start = time.perf_counter()
+        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+        train_seconds = time.perf_counter() - start
+        metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("train/")}
+        metrics |= _evaluate_best(trainer, module, datamodule, family)
+    finally:
+        _finish_wandb(trainer)
+    metrics |= {
+        "epoch": trainer.current_epoch,
+        "global_step": trainer.global_step,
+        "params": sum(p.numel() for p in net.parameters()),
+        "train_seconds": train_seconds,
+    }
+    if trainer.is_global_zero:
+        write_json(out_dir / "metrics.json", metrics)
+        plots = [p for c in callbacks for p in getattr(c, "written", [])]
+        console.print_summary(metrics, out_dir, plots, steps_per_second=trainer.global_step / train_seconds)
+    return metrics.get(cfg.monitor)
+
+
+def evaluate(cfg: DictConfig) -> dict[str, float]:
+    """Evaluate a checkpoint of a finished run on its (or overridden) data; write metrics.json."""
+    _set_threads(cfg.threads)
+    ckpt = Path(cfg.ckpt_path)
+    if not ckpt.is_file():
+        raise UserError(f"ckpt_path={ckpt}: no such checkpoint file")
+    run_cfg_path = ckpt.parent.parent / ".hydra" / "config.yaml"
+    if not run_cfg_path.is_file():
+        raise UserError(f"ckpt_path={ckpt}: the run's config {run_cfg_path} is missing; was it made by train.py?")
+    run_cfg = OmegaConf.load(run_cfg_path)
+    run_cfg.data = OmegaConf.merge(run_cfg.data, cfg.data)
+    family = check_compatible(run_cfg)
+    datamodule = instantiate(run_cfg.data)
+    state = torch.load(ckpt, map_location="cpu", weights_only=False)
+    datamodule.load_state_dict(state.get(type(datamodule).__qualname__, {}))
+    datamodule.prepare_data()
+    datamodule.setup("test")
+    net = build_model(run_cfg.model, run_cfg.attention, datamodule.dims, family)
+    task_cls = get_class(f"attnmem.tasks.{family}.Task")
+    module = task_cls(net, optimizer=instantiate(run_cfg.optimizer), dims=datamodule.dims, **run_cfg.task)
+    trainer = L.Trainer(**cfg.trainer, logger=False, enable_model_summary=False, enable_progress_bar=False)
+    metrics = _evaluate_best(trainer, module, datamodule, family, ckpt_path=str(ckpt))
+    out_dir = Path(cfg.paths.output_dir)
+    write_json(out_dir / "metrics.json", metrics)
+    console.print_summary(metrics, out_dir, [])
+    return metrics
+
+
+def check_compatible(cfg: DictConfig) -> str:
+    """Return the data family, or stop with one line when the model cannot train on that data."""
+    model_cls, data_cls = get_class(cfg.model._target_), get_class(cfg.data._target_)
+    family = data_cls.family
+    if family in model_cls.families:
+        return family
+    models = [n for n, c in _group_classes("model").items() if family in getattr(c, "families", ())]
+    data = [n for n, c in _group_classes("data").items() if getattr(c, "family", None) in model_cls.families]
+    raise UserError(
+        f"model {model_cls.__name__} ({', '.join(model_cls.families)}) cannot train on data "
+        f"{data_cls.__name__} ({family}): for this model use data={'|'.join(data) or '?'}; "
+        f"for this data use model={'|'.join(models) or '?'}"
+    )
+
+
+def build_model(model_cfg: DictConfig, score_cfg: DictConfig, dims: dict[str, Any], family: str) -> torch.nn.Module:
+    """Call the model's partial with the data sizes its constructor takes, the score and the family."""
+    model_cls = get_class(model_cfg._target_)
+    params = inspect.signature(model_cls).parameters
+    known = {k: v for k, v in dims.items() if k in params}
+    if "family" in params:
+        known["family"] = family
+    if "score" in params:
+        known["score"] = instantiate(score_cfg)
+    return instantiate(model_cfg)(**known)
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write JSON under a temporary name and rename it, so a partial file never looks complete."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def _evaluate_best(
+    trainer: L.Trainer, module: L.LightningModule, datamodule: Any, family: str, ckpt_path: str | None = None
+) -> dict[str, float]:
+    # validation and test both use the best checkpoint (the current weights under fast_dev_run)
+    if ckpt_path is None:
+        ckpt_cb = next((c for c in trainer.callbacks if isinstance(c, ModelCheckpoint)), None)
+        ckpt_path = ckpt_cb.best_model_path if ckpt_cb and ckpt_cb.best_model_path else None
+    metrics = dict(trainer.validate(module, datamodule=datamodule, ckpt_path=ckpt_path, verbose=False)[0])
+    if getattr(datamodule, "has_test", True):
+        metrics |= trainer.test(module, datamodule=datamodule, ckpt_path=ckpt_path, verbose=False)[0]
+    else:
+        console.note(f"no test split for this {family} data: test skipped (validation metrics only)")
+    return {k: float(v) for k, v in metrics.items()}
+
+
+def _resume_path(cfg: DictConfig, out_dir: Path) -> str | None:
+    if cfg.resume not in (None, "auto"):
+        raise UserError(f"resume={cfg.resume}: the only value is 'auto' (resume this run directory's last checkpoint)")
+    if cfg.resume == "auto" or cfg.ckpt_path == "last":
+        last = out_dir / "checkpoints" / "last.ckpt"
+        if not last.is_file():
+            raise UserError(f"no checkpoint to resume at {last}: pass hydra.run.dir=<the run to resume>")
+        return str(last)
+    if cfg.ckpt_path is not None and not Path(cfg.ckpt_path).is_file():
+        raise UserError(f"ckpt_path={cfg.ckpt_path}: no such checkpoint file")
+    return cfg.ckpt_path
+
+
+def _group_classes(group: str) -> dict[str, type]:
+    repo = GlobalHydra.instance().config_loader().repository
+    found = {}
+    for name in repo.get_group_options(group):
+        loaded = repo.load_config(f"{group}/{name}")
+        target = loaded.config.get("_target_") if loaded else None
+        if target:
+            found[name] = get_class(target)
+    return found
+
+
+def _set_threads(threads: int) -> None:
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    torch.set_num_threads(threads)
+
+
+def _offline_wandb_without_key(cfg: DictConfig) -> None:
+    # W&B raises without credentials; a run with no key stays local instead
+    if cfg.logger and "wandb" in cfg.logger and not os.environ.get("WANDB_API_KEY"):
+        netrc = Path.home() / ".netrc"
+        if not (netrc.is_file() and "api.wandb.ai" in netrc.read_text()):
+            os.environ.setdefault("WANDB_MODE", "offline")
+
+
+def _finish_wandb(trainer: L.Trainer) -> None:
+    # a raising run must still be closed, or the next job of a multirun inherits it
+    if "wandb" in {type(lg).__name__.lower().removesuffix("logger") for lg in trainer.loggers}:
+        import wandb
+
+        wandb.finish()

@@ -1,0 +1,51 @@
+"""Shared fixtures: configs composed in-process through Hydra's compose API (no subprocess)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+SHARED_BABI = ROOT.parent / "shared" / "data" / "babi"
+
+torch.set_num_threads(1)
+
+# tiny, fast settings for tests that train: no progress bar, no early stop, csv logger only
+FAST = [
+    "trainer.enable_progress_bar=false",
+    "~callbacks.progress_bar",
+    "~callbacks.early_stopping",
+]
+
+
+@pytest.fixture
+def compose_cfg(tmp_path: Path) -> Iterator[Callable[..., DictConfig]]:
+    """Compose `train.yaml` with overrides, its run directory in tmp_path; Hydra stays initialised."""
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+
+        def _compose(*overrides: str, config_name: str = "train", run_dir: Path | None = None) -> DictConfig:
+            cfg = compose(config_name, overrides=list(overrides), return_hydra_config=True)
+            out = run_dir or tmp_path / "run"
+            with open_dict(cfg):
+                cfg.hydra.runtime.output_dir = str(out)
+                cfg.hydra.job.num = 0
+            HydraConfig.instance().set_config(cfg)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / ".hydra").mkdir(exist_ok=True)
+            job_cfg = cfg.copy()
+            with open_dict(job_cfg):
+                del job_cfg["hydra"]
+            OmegaConf.save(job_cfg, out / ".hydra" / "config.yaml")
+            return job_cfg
+
+        yield _compose
+    GlobalHydra.instance().clear()

@@ -1,0 +1,251 @@
+"""MemN2N: shapes over every score, masking, PE values, tying, linear start, a learning check."""
+
+from __future__ import annotations
+
+import functools
+from types import SimpleNamespace
+
+import lightning as L
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+
+from attnmem.attention import Additive, Bilinear, Cosine, Dot, ScaledDot
+from attnmem.models.memn2n import LinearStart, MemN2N, position_encoding
+from attnmem.models.output import Output
+
+torch.set_num_threads(1)
+
+SCORES = [Dot, ScaledDot, Bilinear, Additive, Cosine]
+SIZES = {"vocab_size": 12, "num_answers": 5, "memory_size": 6, "sentence_len": 3}
+
+
+def make_model(**kw) -> MemN2N:
+    args = dict(SIZES, score=functools.partial(Dot)) | kw
+    return MemN2N(**args)
+
+
+def babi1(n: int, g: torch.Generator, persons: int = 4, places: int = 5, slots: int = 6) -> dict:
+    """Stories "p went l" (2..slots sentences); query "where p"; answer: p's most recent place."""
+    where, went, person0, place0 = 1, 2, 3, 3 + persons
+    who = torch.randint(persons, (n, slots), generator=g)
+    place = torch.randint(places, (n, slots), generator=g)
+    story = torch.stack([who + person0, torch.full_like(who, went), place + place0], -1)  # (n, S, 3)
+    length = torch.randint(2, slots + 1, (n,), generator=g)
+    real = torch.arange(slots) < length[:, None]  # (n, S)
+    story[~real] = 0
+    q = who[torch.arange(n), (torch.rand(n, generator=g) * length).long()]  # someone in the story
+    last = ((who == q[:, None]) & real).long().mul(torch.arange(1, slots + 1)).argmax(-1)
+    query = torch.stack([torch.full_like(q, where), q + person0], -1)  # (n, 2)
+    return {"story": story, "query": query, "answer": place[torch.arange(n), last], "task": torch.zeros_like(q)}
+
+
+@pytest.fixture(scope="module")
+def batch() -> dict:
+    return babi1(8, torch.Generator().manual_seed(0))
+
+
+@pytest.mark.parametrize("score", SCORES, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("tying", ["adjacent", "layerwise"])
+@pytest.mark.parametrize("encoding", ["position", "bow"])
+@pytest.mark.parametrize("hops", [1, 2, 3])
+def test_shapes_and_grads(batch, score, tying, encoding, hops):
+    torch.manual_seed(0)
+    model = make_model(score=functools.partial(score), tying=tying, encoding=encoding, hops=hops)
+    out = model(batch)
+    assert isinstance(out, Output)
+    assert out.pred.shape == (8, 5)
+    assert len(out.attention) == hops and all(w.shape == (8, 6) for w in out.attention)
+    F.cross_entropy(out.pred, batch["answer"], reduction="sum").backward()
+    grads = [p.grad for p in model.parameters() if p.requires_grad]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)
+    assert model.W.weight.grad.abs().sum() > 0 and model.C[-1].weight.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_empty_slots_get_zero_weight_and_rows_sum_to_one(batch, training):
+    model = make_model(hops=3).train(training)
+    real = batch["story"].ne(0).any(-1)  # (B, S)
+    assert (~real).any()
+    for weights in model(batch).attention:
+        assert torch.all(weights[~real] == 0)
+        torch.testing.assert_close(weights.sum(-1), torch.ones(8))
+
+
+def test_position_encoding_by_hand():
+    # l_kj = 1 + 4 (k - 1.5)(j - 2) / 6 for d = 2, J = 3; rows j, columns k
+    expected = torch.tensor([[4 / 3, 2 / 3], [1.0, 1.0], [2 / 3, 4 / 3]])
+    torch.testing.assert_close(position_encoding(3, 2), expected)
+    model = make_model(embed_dim=2)
+    torch.testing.assert_close(model.position, expected)
+    torch.testing.assert_close(make_model(embed_dim=2, encoding="bow").position, torch.ones(3, 2))
+
+
+def test_encode_weights_words_by_position_and_ignores_pad():
+    model = make_model(embed_dim=2)
+    words = torch.tensor([[4, 5, 0]])
+    embed = model.A[0].weight.detach()
+    expected = embed[4] * torch.tensor([4 / 3, 2 / 3]) + embed[5] * torch.tensor([1.0, 1.0])
+    torch.testing.assert_close(model.encode(model.A[0], words)[0], expected)
+    assert torch.all(embed[0] == 0)
+
+
+def test_time_index_counts_back_from_the_most_recent_sentence():
+    model = make_model(random_noise=0.5).eval()
+    mask = torch.tensor([[True, True, True, False, False, False], [True] * 6])
+    torch.testing.assert_close(model.time_index(mask)[0, :3], torch.tensor([2, 1, 0]))
+    torch.testing.assert_close(model.time_index(mask)[1], torch.tensor([5, 4, 3, 2, 1, 0]))
+    torch.manual_seed(0)
+    noisy = model.train().time_index(mask.repeat(200, 1))  # (400, 6)
+    short, full = noisy[0::2, :3], noisy[1::2]
+    assert torch.all(short[:, :-1] > short[:, 1:]) and short.max() <= 4  # 3 sentences + <= 2 blanks
+    assert (short != torch.tensor([2, 1, 0])).any(-1).float().mean() > 0.2  # RN moved some indices
+    assert torch.all(full[:, :-1] >= full[:, 1:]) and full.max() == 5  # capped at memory_size - 1
+
+
+def test_adjacent_tying_shares_modules():
+    model = make_model(hops=3)
+    for k in range(2):
+        assert model.A[k + 1] is model.C[k] and model.T_A[k + 1] is model.T_C[k]
+    assert model.B is model.A[0] and model.H is None
+    # V=5, S=4, d=2, K=2, 3 answers: 3 word + 3 time embeddings + W
+    tiny = MemN2N(vocab_size=5, num_answers=3, memory_size=4, sentence_len=3, score=Dot, embed_dim=2, hops=2)
+    assert sum(p.numel() for p in tiny.parameters()) == 3 * 5 * 2 + 3 * 4 * 2 + 2 * 3
+
+
+def test_layerwise_tying_shares_modules():
+    model = make_model(hops=3, tying="layerwise")
+    assert all(a is model.A[0] for a in model.A) and all(c is model.C[0] for c in model.C)
+    assert all(t is model.T_A[0] for t in model.T_A) and all(t is model.T_C[0] for t in model.T_C)
+    assert model.A[0] is not model.C[0] and model.B is not model.A[0] and model.H is not None
+    # B, A, C + T_A, T_C + H + W
+    tiny = MemN2N(
+        vocab_size=5, num_answers=3, memory_size=4, sentence_len=3, score=Dot, embed_dim=2, hops=2, tying="layerwise"
+    )
+    assert sum(p.numel() for p in tiny.parameters()) == 3 * 5 * 2 + 2 * 4 * 2 + 2 * 2 + 2 * 3
+    no_time = make_model(hops=2, temporal=False)
+    assert no_time.T_A is None and sum(p.numel() for p in no_time.parameters()) == 3 * 12 * 20 + 20 * 5
+
+
+def test_linear_start_skips_the_softmax(batch):
+    model = make_model(hops=2).eval()
+    model.linear_start = True
+    real = batch["story"].ne(0).any(-1)  # (B, S)
+    weights = model(batch).attention[0]
+    u = model.encode(model.B, batch["query"])  # (B, d)
+    m = model.encode(model.A[0], batch["story"]) + model.T_A[0](model.time_index(real))  # (B, S, d)
+    expected = (m @ u.unsqueeze(-1)).squeeze(-1).masked_fill(~real, 0.0)  # Dot, no softmax
+    torch.testing.assert_close(weights, expected)
+    assert not torch.allclose(weights.sum(-1), torch.ones(8))
+    model.linear_start = False
+    torch.testing.assert_close(model(batch).attention[0], torch.softmax(expected.masked_fill(~real, -torch.inf), -1))
+
+
+def fake_trainer(epoch: int, opt, scheduler) -> SimpleNamespace:
+    return SimpleNamespace(
+        current_epoch=epoch, optimizers=[opt], lr_scheduler_configs=[SimpleNamespace(scheduler=scheduler)]
+    )
+
+
+def test_linear_start_callback_toggles_and_restarts_the_schedule():
+    module = SimpleNamespace(net=make_model())
+    opt = torch.optim.SGD(module.net.parameters(), lr=0.01)
+    scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    callback = LinearStart(epochs=3, lr=0.005)
+    seen = []
+    for epoch in range(8):
+        callback.on_train_epoch_start(fake_trainer(epoch, opt, scheduler), module)
+        seen.append((module.net.linear_start, opt.param_groups[0]["lr"]))
+        opt.step()
+        scheduler.step()  # Lightning steps an epoch scheduler after on_train_epoch_end
+    # LS at 0.005 (a StepLR step during LS is overridden), then 0.01 halved every 2 epochs after LS
+    lrs = [0.005, 0.005, 0.005, 0.01, 0.01, 0.005, 0.005, 0.0025]
+    assert seen == [(e < 3, lr) for e, lr in enumerate(lrs)]
+    # resumed mid-LS (a fresh callback): the scheduler's initial_lr is the configured lr
+    opt.param_groups[0]["lr"] = 0.005
+    LinearStart(epochs=3).on_train_epoch_start(fake_trainer(3, opt, scheduler), module)
+    assert opt.param_groups[0]["lr"] == 0.01 and scheduler.last_epoch == 0
+    assert callback.state_dict() == {"configured_lrs": [[0.01]]}
+
+
+def test_linear_start_callback_without_lr_leaves_the_optimizer_alone():
+    module = SimpleNamespace(net=make_model())
+    opt = torch.optim.SGD(module.net.parameters(), lr=0.01)
+    callback = LinearStart(epochs=1, lr=None)
+    for epoch, expected in [(0, True), (1, False), (2, False)]:
+        callback.on_train_epoch_start(fake_trainer(epoch, opt, None), module)
+        assert module.net.linear_start is expected and opt.param_groups[0]["lr"] == 0.01
+
+
+class _Task(L.LightningModule):
+    def __init__(self, net: MemN2N) -> None:
+        super().__init__()
+        self.net, self.seen = net, []
+
+    def training_step(self, batch, batch_idx):
+        self.seen.append((self.current_epoch, self.net.linear_start, self.optimizers().param_groups[0]["lr"]))
+        return F.cross_entropy(self.net(batch).pred, batch["answer"], reduction="sum")
+
+    def configure_optimizers(self):
+        opt = torch.optim.SGD(self.parameters(), lr=0.01)
+        return [opt], [torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)]
+
+
+def test_linear_start_callback_in_a_trainer(tmp_path):
+    data = babi1(8, torch.Generator().manual_seed(1))
+    loader = DataLoader([{k: v[i] for k, v in data.items()} for i in range(8)], batch_size=4)
+    task = _Task(make_model())
+    trainer = L.Trainer(
+        max_epochs=4,
+        callbacks=[LinearStart(epochs=2, lr=0.005)],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path,
+        accelerator="cpu",
+    )
+    trainer.fit(task, loader)
+    per_epoch = sorted(set(task.seen))
+    assert per_epoch == [(0, True, 0.005), (1, True, 0.005), (2, False, 0.01), (3, False, 0.005)]
+
+
+def test_learns_most_recent_location_and_needs_temporal_encoding():
+    g = torch.Generator().manual_seed(0)
+    train, test = babi1(2000, g), babi1(500, g)
+    accuracy = {}
+    for temporal in (True, False):
+        torch.manual_seed(0)
+        model = make_model(hops=1, temporal=temporal)
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        for _ in range(250):
+            idx = torch.randint(2000, (32,))
+            loss = F.cross_entropy(model({k: v[idx] for k, v in train.items()}).pred, train["answer"][idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        with torch.no_grad():
+            pred = model.eval()(test).pred.argmax(-1)
+        accuracy[temporal] = (pred == test["answer"]).float().mean().item()
+    assert accuracy[True] > 0.95  # chance is 0.2
+    assert accuracy[False] < 0.85  # without T_A / T_C "most recent" is not identifiable
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("hops", 0), ("memory_size", 0), ("embed_dim", 0), ("vocab_size", 0), ("encoding", "onehot"),
+     ("tying", "none"), ("random_noise", 1.5), ("sentence_len", 0)],
+)  # fmt: skip
+def test_bad_options_raise_naming_the_option(option, value):
+    with pytest.raises(ValueError, match=option):
+        make_model(**{option: value})
+
+
+def test_too_long_inputs_raise(batch):
+    with pytest.raises(ValueError, match="sentence_len"):
+        make_model(sentence_len=2)(batch)
+    with pytest.raises(ValueError, match="memory_size"):
+        make_model(memory_size=4)(batch)
+    with pytest.raises(ValueError, match="epochs"):
+        LinearStart(epochs=-1)

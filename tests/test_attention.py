@@ -1,0 +1,154 @@
+"""The scoring functions against hand-computed numbers, and attend()'s masking and fast path."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnmem.attention import Additive, Bilinear, Cosine, Dot, MultiHead, ScaledDot, attend
+
+torch.set_num_threads(1)
+
+Q = torch.tensor([[[1.0, 2.0]]])  # (1, 1, 2)
+K = torch.tensor([[[3.0, 0.0], [1.0, 1.0], [0.0, -1.0]]])  # (1, 3, 2)
+
+
+def test_dot_is_q_dot_k():
+    assert Dot(2, 2)(Q, K).tolist() == [[[3.0, 3.0, -2.0]]]
+
+
+def test_scaled_dot_divides_by_sqrt_d():
+    expected = [[[3 / math.sqrt(2), 3 / math.sqrt(2), -2 / math.sqrt(2)]]]
+    assert torch.allclose(ScaledDot(2, 2)(Q, K), torch.tensor(expected))
+
+
+def test_bilinear_is_q_W_k_with_different_widths():
+    score = Bilinear(2, 3)
+    with torch.no_grad():
+        score.weight.copy_(torch.tensor([[1.0, 0.0, 2.0], [0.0, 1.0, -1.0]]))
+    keys = torch.tensor([[[1.0, 1.0, 1.0], [0.0, 2.0, 1.0]]])  # (1, 2, 3)
+    # qᵀW = [1, 2, 0]; · [1,1,1] = 3; · [0,2,1] = 4
+    assert score(Q, keys).tolist() == [[[3.0, 4.0]]]
+
+
+def test_additive_is_v_tanh_Wq_plus_Uk():
+    score = Additive(2, 2, hidden_dim=1)
+    with torch.no_grad():
+        score.query_proj.weight.copy_(torch.tensor([[1.0, 0.0]]))  # W q = q1 = 1
+        score.key_proj.weight.copy_(torch.tensor([[0.0, 1.0]]))  # U k = k2
+        score.key_proj.bias.fill_(0.5)
+        score.v.weight.fill_(2.0)
+    expected = [2 * math.tanh(1 + 0 + 0.5), 2 * math.tanh(1 + 1 + 0.5), 2 * math.tanh(1 - 1 + 0.5)]
+    assert torch.allclose(score(Q, K), torch.tensor([[expected]]))
+
+
+def test_cosine_times_beta():
+    score = Cosine(2, 2, beta=4.0)
+    norm_q = math.sqrt(5)
+    expected = [4 * 3 / (norm_q * 3), 4 * 3 / (norm_q * math.sqrt(2)), 4 * -2 / (norm_q * 1)]
+    assert torch.allclose(score(Q, K), torch.tensor([[expected]]), atol=1e-6)
+    assert torch.allclose(score.similarity(Q, K), torch.tensor([[expected]]) / 4, atol=1e-6)
+
+
+def test_cosine_learned_beta_is_a_parameter_and_fixed_is_not():
+    assert any(n == "log_beta" for n, _ in Cosine(2, 2, learn_beta=True).named_parameters())
+    assert not list(Cosine(2, 2, learn_beta=False).parameters())
+
+
+def test_attend_softmax_by_hand():
+    values = torch.tensor([[[1.0], [2.0], [4.0]]])
+    context, weights = attend(Q, K, values, Dot(2, 2))
+    e = [math.exp(3), math.exp(3), math.exp(-2)]
+    w = [x / sum(e) for x in e]
+    assert torch.allclose(weights, torch.tensor([[w]]))
+    assert torch.allclose(context, torch.tensor([[[w[0] * 1 + w[1] * 2 + w[2] * 4]]]))
+
+
+@pytest.mark.parametrize("score_cls", [Dot, ScaledDot, Bilinear, Additive, Cosine])
+def test_masked_weights_are_exactly_zero_and_rows_sum_to_one(score_cls):
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 4, 8), torch.randn(2, 5, 8), torch.randn(2, 5, 3)
+    mask = torch.tensor([[True, False, True, True, False], [False, False, False, False, False]])[:, None, :]
+    context, weights = attend(q, k, v, score_cls(8, 8), mask=mask)
+    assert weights[:, :, [1, 4]].eq(0).all()
+    assert torch.allclose(weights[0].sum(-1), torch.ones(4))
+    # a fully masked row: zero weights, zero context
+    assert weights[1].eq(0).all() and context[1].eq(0).all()
+
+
+@pytest.mark.parametrize("score_cls", [Dot, ScaledDot, Bilinear, Additive, Cosine])
+def test_gradients_are_finite_even_with_fully_masked_rows(score_cls):
+    torch.manual_seed(0)
+    q = torch.randn(2, 3, 4, requires_grad=True)
+    k, v = torch.randn(2, 6, 4, requires_grad=True), torch.randn(2, 6, 4, requires_grad=True)
+    mask = torch.rand(2, 3, 6) > 0.5
+    mask[0, 0] = False
+    score = score_cls(4, 4)
+    context, _ = attend(q, k, v, score, mask=mask)
+    context.sum().backward()
+    for t in [q, k, v, *score.parameters()]:
+        assert torch.isfinite(t.grad).all()
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_fast_path_equals_slow_path(with_mask):
+    torch.manual_seed(0)
+    q, k, v = torch.randn(3, 7, 16), torch.randn(3, 9, 16), torch.randn(3, 9, 16)
+    mask = (torch.rand(3, 7, 9) > 0.3) if with_mask else None
+    if with_mask:
+        mask[1, 2] = False
+    slow, weights = attend(q, k, v, ScaledDot(16, 16), mask=mask)
+    fast, none = attend(q, k, v, ScaledDot(16, 16), mask=mask, need_weights=False)
+    assert none is None and weights is not None
+    assert torch.allclose(fast, slow, atol=1e-6)
+
+
+def test_fast_path_matches_sdpa():
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 5, 8), torch.randn(2, 6, 8), torch.randn(2, 6, 8)
+    fast, _ = attend(q, k, v, ScaledDot(8, 8), need_weights=False)
+    assert torch.allclose(fast, F.scaled_dot_product_attention(q, k, v), atol=1e-6)
+
+
+@pytest.mark.parametrize("score_cls", [Dot, ScaledDot, Bilinear, Additive, Cosine])
+def test_multihead_wraps_any_score(score_cls):
+    torch.manual_seed(0)
+    mha = MultiHead(16, 4, score_cls)
+    x, mem = torch.randn(2, 3, 16), torch.randn(2, 5, 16)
+    mask = torch.ones(2, 3, 5, dtype=torch.bool)
+    mask[:, :, -1] = False
+    out, weights = mha(x, mem, mem, mask=mask)
+    assert out.shape == (2, 3, 16) and weights.shape == (2, 4, 3, 5)
+    assert weights[..., -1].eq(0).all()
+    assert torch.allclose(weights.sum(-1), torch.ones(2, 4, 3))
+
+
+def test_multihead_matches_torch_with_scaled_dot():
+    torch.manual_seed(0)
+    mha = MultiHead(8, 2, ScaledDot)
+    ref = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(torch.cat([mha.q_proj.weight, mha.k_proj.weight, mha.v_proj.weight]))
+        ref.in_proj_bias.copy_(torch.cat([mha.q_proj.bias, mha.k_proj.bias, mha.v_proj.bias]))
+        ref.out_proj.weight.copy_(mha.out_proj.weight)
+        ref.out_proj.bias.copy_(mha.out_proj.bias)
+    x = torch.randn(2, 4, 8)
+    ours, w = mha(x, x, x)
+    theirs, w_ref = ref(x, x, x, average_attn_weights=False)
+    assert torch.allclose(ours, theirs, atol=1e-6)
+    assert torch.allclose(w, w_ref, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("build", "option"),
+    [
+        (lambda: Dot(4, 5), "query_dim == key_dim"),
+        (lambda: ScaledDot(0, 0), "query_dim and key_dim must be >= 1"),
+        (lambda: Cosine(4, 4, beta=0.0), "beta must be > 0"),
+        (lambda: MultiHead(10, 3, Dot), "heads (3) must be >= 1 and divide model_dim (10)"),
+    ],
+)
+def test_bad_sizes_name_the_option(build, option):
+    with pytest.raises(ValueError, match=option.replace("(", r"\(").replace(")", r"\)")):
+        build()
