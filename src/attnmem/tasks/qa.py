@@ -42,12 +42,12 @@ class Task(L.LightningModule):
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.loss_reduction = loss_reduction
         self.tasks: list[int] = list(dims.get("tasks", []))
-        splits = ("train", "val", "test")
-        self.loss = nn.ModuleDict({s: MeanMetric() for s in splits})
-        self.acc = nn.ModuleDict({s: MeanMetric() for s in splits})
         # per-task accuracy only when tasks are trained jointly
         per_task = self.tasks if len(self.tasks) > 1 else []
-        self.task_acc = nn.ModuleDict({f"{s}_{t}": MeanMetric() for s in ("val", "test") for t in per_task})
+        self.metrics = nn.ModuleDict(
+            {f"{s}_{m}": MeanMetric() for s in ("train", "val", "test") for m in ("loss", "acc")}
+            | {f"{s}_task{t}": MeanMetric() for s in ("val", "test") for t in per_task}
+        )
 
     def forward(self, batch: dict[str, Tensor]):
         return self.net(batch)
@@ -57,13 +57,13 @@ class Task(L.LightningModule):
         loss = F.cross_entropy(logits, batch["answer"], reduction=self.loss_reduction)
         correct = (logits.argmax(-1) == batch["answer"]).float()  # (B,)
         n = correct.numel()
-        self.loss[split].update(loss.detach() / (n if self.loss_reduction == "sum" else 1), weight=n)
-        self.acc[split].update(correct)
+        self.metrics[f"{split}_loss"].update(loss.detach() / (n if self.loss_reduction == "sum" else 1), weight=n)
+        self.metrics[f"{split}_acc"].update(correct)
         if split != "train":
             for t in self.tasks if len(self.tasks) > 1 else []:
                 chosen = batch["task"] == t
                 if chosen.any():
-                    self.task_acc[f"{split}_{t}"].update(correct[chosen])
+                    self.metrics[f"{split}_task{t}"].update(correct[chosen])
         return loss
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
@@ -77,20 +77,19 @@ class Task(L.LightningModule):
 
     def _log_split(self, split: str) -> None:
         # logged once per epoch: per-step logging costs more than a step of these models
-        acc = self.acc[split].compute()
-        metrics = {f"{split}/loss": self.loss[split].compute(), f"{split}/acc": acc, f"{split}/error": 1 - acc}
-        for key, metric in self.task_acc.items():
-            s, t = key.split("_")
-            if s == split and metric.update_called:
-                task_acc = metric.compute()
-                metrics[f"{split}/task{t}/acc"] = task_acc
-                metrics[f"{split}/task{t}/error"] = 1 - task_acc
-        self.log_dict(metrics, prog_bar=split != "test", sync_dist=False)
-        self.loss[split].reset()
-        self.acc[split].reset()
-        for key, metric in self.task_acc.items():
-            if key.startswith(split):
-                metric.reset()
+        logged = {}
+        for key, metric in self.metrics.items():
+            s, _, name = key.partition("_")
+            if s != split or not metric.update_called:
+                continue
+            value = metric.compute()
+            if name.startswith("task"):
+                logged[f"{split}/{name}/acc"], logged[f"{split}/{name}/error"] = value, 1 - value
+            else:
+                logged[f"{split}/{name}"] = value
+            metric.reset()
+        logged[f"{split}/error"] = 1 - logged[f"{split}/acc"]
+        self.log_dict(logged, prog_bar=split != "test")
 
     def on_train_epoch_end(self) -> None:
         self._log_split("train")
