@@ -4,20 +4,29 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import torch
 from hydra.core.global_hydra import GlobalHydra
-from hydra.utils import get_class, instantiate
-from lightning.pytorch.callbacks import ModelCheckpoint
+from hydra.errors import InstantiationException
+from hydra.utils import get_class
+from hydra.utils import instantiate as hydra_instantiate
+from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from attnmem import console, manifest
 from attnmem.errors import UserError
+
+# noise that says nothing about the run: per-step logging is off on purpose, and the rest is advice
+warnings.filterwarnings("ignore", message=".*smaller than the logging interval.*")
+warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated.*")
+logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(lambda r: "litlogger" not in r.getMessage())
 
 
 def train(cfg: DictConfig) -> float | None:
@@ -48,6 +57,8 @@ def train(cfg: DictConfig) -> float | None:
     _offline_wandb_without_key(cfg)
     loggers = [instantiate(c) for c in (cfg.logger or {}).values() if c]
     callbacks = [instantiate(c) for c in (cfg.callbacks or {}).values() if c]
+    if not cfg.trainer.get("enable_progress_bar", True):
+        callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
     trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
     for logger in trainer.loggers:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
@@ -149,6 +160,16 @@ def _evaluate_best(
     else:
         console.note(f"no test split for this {family} data: test skipped (validation metrics only)")
     return {k: float(v) for k, v in metrics.items()}
+
+
+def instantiate(config: Any, *args: Any, **kwargs: Any) -> Any:
+    """`hydra.utils.instantiate` that lets a constructor's ValueError or UserError through unwrapped."""
+    try:
+        return hydra_instantiate(config, *args, **kwargs)
+    except InstantiationException as err:
+        if isinstance(err.__cause__, (ValueError, UserError)):
+            raise err.__cause__ from None
+        raise
 
 
 def _resume_path(cfg: DictConfig, out_dir: Path) -> str | None:
