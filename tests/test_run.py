@@ -156,14 +156,6 @@ def test_other_loggers(compose_cfg, tmp_path, monkeypatch, logger):
         assert list((out / "wandb").glob("offline-run-*"))
 
 
-def test_compose_every_attention_with_memn2n_and_train_a_batch(compose_cfg, tmp_path):
-    for score in ("additive", "dot", "scaled_dot", "bilinear", "cosine"):
-        cfg = compose_cfg("debug=fdr", "trainer.enable_progress_bar=false", f"attention={score}",
-                          run_dir=tmp_path / score)
-        run.train(cfg)
-        assert (tmp_path / score / "metrics.json").is_file()
-
-
 def test_cli_user_error_is_one_line_without_traceback(tmp_path):
     import subprocess
     import sys

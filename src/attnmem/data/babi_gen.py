@@ -147,13 +147,17 @@ def generate_story(rng: random.Random, task: int, questions: int, *, statements_
     return lines
 
 
-def generate_babi(task: int, num_questions: int, seed: int, split: str, **sizes: int) -> list[str]:
+def generate_babi(
+    task: int, num_questions: int, seed: int, split: str, *, questions_per_story: int = 5,
+    statements_per_question: int = 2, people: int = 4, locations: int = 6, objects: int = 3,
+) -> list[str]:
     """`num_questions` questions of a task as bAbI text, the same for the same (task, seed, split, sizes)."""
     rng = random.Random(f"babi_gen/{seed}/{task}/{split}")  # str seeds hash with sha512: stable across runs
-    per_story = sizes.pop("questions_per_story")
+    sizes = {"statements_per_question": statements_per_question, "people": people, "locations": locations,
+             "objects": objects}
     lines: list[str] = []
-    for first in range(0, num_questions, per_story):
-        lines += generate_story(rng, task, min(per_story, num_questions - first), **sizes)
+    for first in range(0, num_questions, questions_per_story):
+        lines += generate_story(rng, task, min(questions_per_story, num_questions - first), **sizes)
     return lines
 
 
