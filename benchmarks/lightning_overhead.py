@@ -18,10 +18,10 @@ import torch
 import torch.nn.functional as F
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
-from hydra.utils import get_class, instantiate
+from hydra.utils import instantiate
 from omegaconf import DictConfig, open_dict
 
-from attnmem.run import build_model
+from attnmem.run import setup
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -49,34 +49,19 @@ def compose_default(out_dir: Path, epochs: int) -> DictConfig:
     return cfg
 
 
-def build(cfg: DictConfig):
-    """Datamodule, model and family module of a config, seeded like run.train."""
-    L.seed_everything(cfg.seed, verbose=False)
-    dm = instantiate(cfg.data)
-    dm.prepare_data()
-    dm.setup("fit")
-    family = get_class(cfg.data._target_).family
-    net = build_model(cfg.model, cfg.attention, dm.dims, family)
-    module = get_class(f"attnmem.tasks.{family}.Task")(
-        net, optimizer=instantiate(cfg.optimizer), dims=dm.dims, **cfg.task
-    )
-    return dm, net, module
-
-
 def lightning_steps_per_second(cfg: DictConfig) -> float:
     """Steps/s of the training epochs of `trainer.fit` with the config's callbacks and logger."""
-    dm, _, module = build(cfg)
+    dm, module, trainer = setup(cfg)
     timer = EpochTimer()
-    callbacks = [instantiate(c) for c in cfg.callbacks.values() if c] + [timer]
-    loggers = [instantiate(c) for c in cfg.logger.values() if c]
-    trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
+    trainer.callbacks.append(timer)
     trainer.fit(module, datamodule=dm)
     return timer.steps / timer.seconds
 
 
 def plain_steps_per_second(cfg: DictConfig) -> float:
     """Steps/s of a hand-written loop over the same batches, model and optimizer."""
-    dm, net, _ = build(cfg)
+    dm, module, _ = setup(cfg)
+    net = module.net
     optimizer = instantiate(cfg.optimizer)(params=net.parameters())
     reduction = cfg.task.get("loss_reduction", "mean")
     net.train()

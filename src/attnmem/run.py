@@ -29,23 +29,18 @@ warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated.*")
 logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(lambda r: "litlogger" not in r.getMessage())
 
 
-def train(cfg: DictConfig) -> float | None:
-    """Train and test the configured model; write metrics.json; return the monitored metric."""
+def setup(cfg: DictConfig) -> tuple[L.LightningDataModule, L.LightningModule, L.Trainer]:
+    """Seed, then build the datamodule (set up), the family module around the model, and the trainer."""
     _set_threads(cfg.threads)
     L.seed_everything(cfg.seed, workers=True)
-    out_dir = Path(cfg.paths.output_dir)
     family = check_compatible(cfg)
     task_cls = get_class(f"attnmem.tasks.{family}.Task")
     with open_dict(cfg):
         cfg.monitor = cfg.monitor or task_cls.monitor
         cfg.mode = cfg.mode or task_cls.mode
-    ckpt_path = _resume_path(cfg, out_dir)
-    console.print_config_tree(cfg)
-
     datamodule = instantiate(cfg.data)
     datamodule.prepare_data()
     datamodule.setup("fit")
-    manifest.write(out_dir, cfg, datamodule.data_files)
     net = build_model(cfg.model, cfg.attention, datamodule.dims, family)
     module = task_cls(
         net,
@@ -55,31 +50,40 @@ def train(cfg: DictConfig) -> float | None:
         **cfg.task,
     )
     _offline_wandb_without_key(cfg)
-    loggers = [instantiate(c) for c in (cfg.logger or {}).values() if c]
-    callbacks = [instantiate(c) for c in (cfg.callbacks or {}).values() if c]
+    loggers = [instantiate(c) for c in (cfg.get("logger") or {}).values() if c]
+    callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
     if not cfg.trainer.get("enable_progress_bar", True):
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
-    trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    return datamodule, module, trainer
+
+
+def train(cfg: DictConfig) -> float | None:
+    """Train and test the configured model; write metrics.json; return the monitored metric."""
+    out_dir = Path(cfg.paths.output_dir)
+    ckpt_path = _resume_path(cfg, out_dir)
+    console.print_config_tree(cfg)
+    datamodule, module, trainer = setup(cfg)
+    manifest.write(out_dir, cfg, datamodule.data_files)
     for logger in trainer.loggers:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
-
     try:
         start = time.perf_counter()
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
         train_seconds = time.perf_counter() - start
         metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("train/")}
-        metrics |= _evaluate_best(trainer, module, datamodule, family)
+        metrics |= _evaluate_best(trainer, module, datamodule)
     finally:
         _finish_wandb(trainer)
     metrics |= {
         "epoch": trainer.current_epoch,
         "global_step": trainer.global_step,
-        "params": sum(p.numel() for p in net.parameters()),
+        "params": sum(p.numel() for p in module.net.parameters()),
         "train_seconds": train_seconds,
     }
     if trainer.is_global_zero:
         write_json(out_dir / "metrics.json", metrics)
-        plots = [p for c in callbacks for p in getattr(c, "written", [])]
+        plots = [p for c in trainer.callbacks for p in getattr(c, "written", [])]
         console.print_summary(metrics, out_dir, plots, steps_per_second=trainer.global_step / train_seconds)
     return metrics.get(cfg.monitor)
 
@@ -105,7 +109,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     task_cls = get_class(f"attnmem.tasks.{family}.Task")
     module = task_cls(net, optimizer=instantiate(run_cfg.optimizer), dims=datamodule.dims, **run_cfg.task)
     trainer = L.Trainer(**cfg.trainer, logger=False, enable_model_summary=False, enable_progress_bar=False)
-    metrics = _evaluate_best(trainer, module, datamodule, family, ckpt_path=str(ckpt))
+    metrics = _evaluate_best(trainer, module, datamodule, ckpt_path=str(ckpt))
     out_dir = Path(cfg.paths.output_dir)
     write_json(out_dir / "metrics.json", metrics)
     console.print_summary(metrics, out_dir, [])
@@ -148,7 +152,7 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def _evaluate_best(
-    trainer: L.Trainer, module: L.LightningModule, datamodule: Any, family: str, ckpt_path: str | None = None
+    trainer: L.Trainer, module: L.LightningModule, datamodule: Any, ckpt_path: str | None = None
 ) -> dict[str, float]:
     # validation and test both use the best checkpoint (the current weights under fast_dev_run)
     if ckpt_path is None:
@@ -158,7 +162,7 @@ def _evaluate_best(
     if getattr(datamodule, "has_test", True):
         metrics |= trainer.test(module, datamodule=datamodule, ckpt_path=ckpt_path, verbose=False)[0]
     else:
-        console.note(f"no test split for this {family} data: test skipped (validation metrics only)")
+        console.note(f"{type(datamodule).__name__} has no test split: test skipped (validation metrics only)")
     return {k: float(v) for k, v in metrics.items()}
 
 
@@ -204,7 +208,7 @@ def _set_threads(threads: int) -> None:
 
 def _offline_wandb_without_key(cfg: DictConfig) -> None:
     # W&B raises without credentials; a run with no key stays local instead
-    if cfg.logger and "wandb" in cfg.logger and not os.environ.get("WANDB_API_KEY"):
+    if "wandb" in (cfg.get("logger") or {}) and not os.environ.get("WANDB_API_KEY"):
         netrc = Path.home() / ".netrc"
         if not (netrc.is_file() and "api.wandb.ai" in netrc.read_text()):
             os.environ.setdefault("WANDB_MODE", "offline")

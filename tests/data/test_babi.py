@@ -152,8 +152,8 @@ def fixture_module(tmp_path: Path, **options) -> BabiDataModule:
 def test_datamodule_contract(tmp_path):
     dm = fixture_module(tmp_path)
     assert dm.family == "qa" and dm.has_test
-    assert dm.dims == {"vocab_size": len(dm.vocab), "num_answers": 4, "memory_size": 4, "sentence_len": 2,
-                       "query_len": 4, "tasks": [1, 2]}
+    assert dm.dims == {"vocab_size": len(dm.vocab), "num_answers": 4, "memory_size": 4, "sentence_len": 4,
+                       "query_len": 4, "tasks": [1, 2]}  # sentence_len: one J for statements and questions
     assert dm.vocab[:2] == ["<pad>", "<unk>"] and dm.answers == ["<unk>", "answer0", "answer1", "answer2"]
     assert sorted(p.name for p in dm.data_files) == ["qa1_tiny_test.txt", "qa1_tiny_train.txt",
                                                       "qa2_tiny_test.txt", "qa2_tiny_train.txt"]
@@ -197,7 +197,7 @@ def test_checkpoint_vocabulary_is_kept_on_other_data(tmp_path):
         other.setup()
         if not before_setup:
             other.load_state_dict(state)
-        assert other.vocab == trained.vocab and other.answers == trained.answers and other.dims["sentence_len"] == 2
+        assert other.vocab == trained.vocab and other.answers == trained.answers and other.dims["sentence_len"] == trained.dims["sentence_len"]
         batch = next(iter(other.val_dataloader()))
         assert batch["story"].eq(UNK).any() and batch["answer"].eq(0).all()  # mary, bathroom... are unknown there
         assert other.state_dict() == state

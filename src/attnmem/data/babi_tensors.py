@@ -87,10 +87,15 @@ def vectorize(
 
 
 class QADataset(Dataset):
-    """Pre-built tensors indexed a batch at a time (`__getitems__`), so no per-sample collate runs."""
+    """Pre-built tensors indexed a batch at a time (`__getitems__`), so no per-sample collate runs.
+
+    A batch's story keeps only as many memory slots as its longest story fills (slots are
+    left-aligned): most stories are far shorter than `memory_size`, and empty slots cost compute.
+    """
 
     def __init__(self, tensors: dict[str, Tensor]) -> None:
         self.tensors = tensors
+        self.slots = tensors["story"].ne(0).any(-1).sum(-1)  # (N,) filled memory slots per example
 
     def __len__(self) -> int:
         return len(self.tensors["answer"])
@@ -100,7 +105,9 @@ class QADataset(Dataset):
 
     def __getitems__(self, indices: list[int]) -> dict[str, Tensor]:
         index = torch.as_tensor(indices, dtype=torch.long)
-        return {k: v[index].long() for k, v in self.tensors.items()}
+        batch = {k: v[index].long() for k, v in self.tensors.items()}
+        batch["story"] = batch["story"][:, : max(int(self.slots[index].max()), 1)]  # (B, S_batch, L)
+        return batch
 
 
 def _batch_as_is(batch: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -119,8 +126,10 @@ class QAData:
     def dims(self, tasks: list[int]) -> dict[str, Any]:
         """What a model needs to know about the data."""
         story, query = self.splits["train"]["story"], self.splits["train"]["query"]
+        # one global sentence length J covers statements and questions (as in the MemN2N reference code)
         return {"vocab_size": len(self.vocab), "num_answers": len(self.answers), "memory_size": story.shape[1],
-                "sentence_len": story.shape[2], "query_len": query.shape[1], "tasks": list(tasks)}
+                "sentence_len": max(story.shape[2], query.shape[1]), "query_len": query.shape[1],
+                "tasks": list(tasks)}
 
     def words(self, ids: Tensor) -> str:
         """1-D word ids as space-separated words, pads dropped."""

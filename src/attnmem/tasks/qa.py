@@ -10,9 +10,25 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torchmetrics import MeanMetric
+from torchmetrics import Metric
 
 from attnmem import plots
+
+
+class Totals(Metric):
+    """Running sums of a fixed-length vector, summed across processes."""
+
+    full_state_update = False
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.add_state("total", torch.zeros(size, dtype=torch.float64), dist_reduce_fx="sum")
+
+    def update(self, values: Tensor) -> None:
+        self.total += values
+
+    def compute(self) -> Tensor:
+        return self.total
 
 
 class Task(L.LightningModule):
@@ -41,29 +57,28 @@ class Task(L.LightningModule):
         self.net = net
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.loss_reduction = loss_reduction
-        self.tasks: list[int] = list(dims.get("tasks", []))
-        # per-task accuracy only when tasks are trained jointly
-        per_task = self.tasks if len(self.tasks) > 1 else []
-        self.metrics = nn.ModuleDict(
-            {f"{s}_{m}": MeanMetric() for s in ("train", "val", "test") for m in ("loss", "acc")}
-            | {f"{s}_task{t}": MeanMetric() for s in ("val", "test") for t in per_task}
-        )
+        self.tasks: list[int] = list(dims.get("tasks", [])) or [0]
+        # task number -> position in the per-task totals (a lookup, so no Python loop over tasks)
+        position = torch.zeros(max(self.tasks) + 1, dtype=torch.long)
+        position[self.tasks] = torch.arange(len(self.tasks))
+        self.register_buffer("task_position", position, persistent=False)
+        self.totals = nn.ModuleDict({f"{s}_totals": Totals(3 + 2 * len(self.tasks)) for s in ("train", "val", "test")})
 
     def forward(self, batch: dict[str, Tensor]):
         return self.net(batch)
 
     def _step(self, batch: dict[str, Tensor], split: str) -> Tensor:
         logits = self.net(batch).pred  # (B, A)
-        loss = F.cross_entropy(logits, batch["answer"], reduction=self.loss_reduction)
+        losses = F.cross_entropy(logits, batch["answer"], reduction="none")  # (B,)
+        loss = losses.sum() if self.loss_reduction == "sum" else losses.mean()
         correct = (logits.argmax(-1) == batch["answer"]).float()  # (B,)
-        n = correct.numel()
-        self.metrics[f"{split}_loss"].update(loss.detach() / (n if self.loss_reduction == "sum" else 1), weight=n)
-        self.metrics[f"{split}_acc"].update(correct)
-        if split != "train":
-            for t in self.tasks if len(self.tasks) > 1 else []:
-                chosen = batch["task"] == t
-                if chosen.any():
-                    self.metrics[f"{split}_task{t}"].update(correct[chosen])
+        position = self.task_position[batch["task"]]  # (B,)
+        per_task = torch.zeros(2, len(self.tasks), device=correct.device)  # (2, T): correct, count
+        per_task[0].index_add_(0, position, correct)
+        per_task[1].index_add_(0, position, torch.ones_like(correct))
+        # one metric update per step: summing is all the hot path does
+        summed = torch.stack([losses.detach().sum(), correct.sum(), torch.tensor(float(correct.numel()))])
+        self.totals[f"{split}_totals"].update(torch.cat([summed, per_task.flatten()]))
         return loss
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
@@ -77,18 +92,17 @@ class Task(L.LightningModule):
 
     def _log_split(self, split: str) -> None:
         # logged once per epoch: per-step logging costs more than a step of these models
-        logged = {}
-        for key, metric in self.metrics.items():
-            s, _, name = key.partition("_")
-            if s != split or not metric.update_called:
-                continue
-            value = metric.compute()
-            if name.startswith("task"):
-                logged[f"{split}/{name}/acc"], logged[f"{split}/{name}/error"] = value, 1 - value
-            else:
-                logged[f"{split}/{name}"] = value
-            metric.reset()
-        logged[f"{split}/error"] = 1 - logged[f"{split}/acc"]
+        if not self.totals[f"{split}_totals"].update_called:
+            return
+        loss_sum, correct, count, *rest = self.totals[f"{split}_totals"].compute()  # synced across processes
+        self.totals[f"{split}_totals"].reset()
+        acc = correct / count
+        logged = {f"{split}/loss": loss_sum / count, f"{split}/acc": acc, f"{split}/error": 1 - acc}
+        task_correct, task_count = torch.stack(rest).view(2, -1)
+        for task, right, total in zip(self.tasks, task_correct, task_count):
+            if len(self.tasks) > 1 and split != "train" and total > 0:
+                logged[f"{split}/task{task}/acc"] = right / total
+                logged[f"{split}/task{task}/error"] = 1 - right / total
         self.log_dict(logged, prog_bar=split != "test")
 
     def on_train_epoch_end(self) -> None:
