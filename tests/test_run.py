@@ -169,3 +169,12 @@ def test_cli_user_error_is_one_line_without_traceback(tmp_path):
     assert "Traceback" not in done.stderr
     assert "hops" in done.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "metrics.json").exists()
+
+
+def test_experiment_overrides_the_primary_config(compose_cfg):
+    cfg = compose_cfg("experiment=memn2n_babi")
+    assert cfg.name == "memn2n_babi"
+    assert cfg.optimizer._target_ == "torch.optim.SGD" and cfg.scheduler._target_.endswith("StepLR")
+    assert cfg.task.loss_reduction == "sum" and cfg.trainer.gradient_clip_val == 40
+    assert cfg.data._target_.endswith(".BabiDataModule") and cfg.callbacks.linear_start.epochs == 20
+    assert compose_cfg("experiment=memn2n_babi", "optimizer.lr=0.1").optimizer.lr == 0.1

@@ -1,4 +1,4 @@
-"""The per-task bAbI table of a multirun: `python -m attnmem.babi_table <multirun dir> [--out FILE]`.
+"""The per-task bAbI table of multiruns: `python -m attnmem.babi_table <multirun dir>... [--out FILE]`.
 
 Each finished job (a directory with `metrics.json`) contributes its task, seed, training error and
 validation error. Per task, the reported run is the seed with the lowest final training error (the
@@ -19,10 +19,10 @@ from omegaconf import OmegaConf
 from attnmem.errors import UserError
 
 
-def collect(sweep_dir: Path) -> dict[int, list[dict[str, float]]]:
+def collect(sweep_dirs: list[Path]) -> dict[int, list[dict[str, float]]]:
     """Per task, the seed, training error and validation error of every finished single-task job."""
     runs: dict[int, list[dict[str, float]]] = defaultdict(list)
-    for metrics_file in sorted(sweep_dir.glob("*/metrics.json")):
+    for metrics_file in sorted(f for d in sweep_dirs for f in d.glob("*/metrics.json")):
         cfg = OmegaConf.load(metrics_file.parent / ".hydra" / "config.yaml")
         tasks = list(cfg.data.tasks)
         if len(tasks) != 1:
@@ -32,7 +32,7 @@ def collect(sweep_dir: Path) -> dict[int, list[dict[str, float]]]:
             {"seed": cfg.seed, "train_error": metrics["train/error"], "val_error": 1 - metrics["val/acc"]}
         )
     if not runs:
-        raise UserError(f"{sweep_dir}: no finished single-task jobs (no */metrics.json)")
+        raise UserError(f"{', '.join(map(str, sweep_dirs))}: no finished single-task jobs (no */metrics.json)")
     return runs
 
 
@@ -61,11 +61,11 @@ def table(runs: dict[int, list[dict[str, float]]]) -> tuple[str, float]:
 def main() -> None:
     """Print the table, or write it into a markdown file."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("sweep_dir", type=Path)
+    parser.add_argument("sweep_dirs", type=Path, nargs="+")
     parser.add_argument("--out", type=Path, help="write the table here instead of printing it")
     args = parser.parse_args()
     try:
-        text, mean = table(collect(args.sweep_dir))
+        text, mean = table(collect(args.sweep_dirs))
     except UserError as err:
         raise SystemExit(f"error: {err}") from None
     if args.out:

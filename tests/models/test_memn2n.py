@@ -249,3 +249,13 @@ def test_too_long_inputs_raise(batch):
         make_model(memory_size=4)(batch)
     with pytest.raises(ValueError, match="epochs"):
         LinearStart(epochs=-1)
+
+
+def test_linear_start_is_saved_with_the_weights():
+    # a checkpoint taken during linear start must be evaluated without softmax too
+    trained = make_model()
+    trained.linear_start = True
+    restored = make_model()
+    assert not restored.linear_start
+    restored.load_state_dict(trained.state_dict())
+    assert restored.linear_start

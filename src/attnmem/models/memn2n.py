@@ -89,7 +89,8 @@ class MemN2N(nn.Module):
         _check_options(sizes, encoding=encoding, tying=tying, random_noise=random_noise, init_std=init_std)
         self.hops, self.memory_size, self.sentence_len = hops, memory_size, sentence_len
         self.temporal, self.random_noise, self.init_std = temporal, random_noise, init_std
-        self.linear_start = False
+        # a buffer, so a checkpoint saved during linear start is evaluated without softmax too
+        self.register_buffer("linear", torch.tensor(False))
         d = embed_dim
         # an embedding list E with A^k = E[k-1], C^k = E[k] (adjacent), or E = [A, C] (layer-wise)
         n = hops + 1 if tying == "adjacent" else 2
@@ -145,6 +146,15 @@ class MemN2N(nn.Module):
         # LS: `attend` always softmaxes, so the linear weights are computed here
         weights = self.scores[hop](u, m).masked_fill(~mask, 0.0)  # (B, 1, S)
         return weights @ c, weights
+
+    @property
+    def linear_start(self) -> bool:
+        """Whether memory addressing skips the softmax (linear start, §4.2)."""
+        return bool(self.linear)
+
+    @linear_start.setter
+    def linear_start(self, value: bool) -> None:
+        self.linear.fill_(value)
 
     def forward(self, batch: dict[str, Tensor]) -> Output:
         story, query = batch["story"], batch["query"]  # (B, S, L), (B, Lq)
