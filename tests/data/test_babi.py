@@ -153,7 +153,8 @@ def test_datamodule_contract(tmp_path):
     dm = fixture_module(tmp_path)
     assert dm.family == "qa" and dm.has_test
     assert dm.dims == {"vocab_size": len(dm.vocab), "num_answers": 4, "memory_size": 4, "sentence_len": 4,
-                       "query_len": 4, "tasks": [1, 2]}  # sentence_len: one J for statements and questions
+                       "query_len": 4, "tasks": [1, 2],
+                       "answer_words": [1, *(dm.vocab.index(a) for a in dm.answers[1:])]}  # sentence_len: one J for statements and questions
     assert dm.vocab[:2] == ["<pad>", "<unk>"] and dm.answers == ["<unk>", "answer0", "answer1", "answer2"]
     assert sorted(p.name for p in dm.data_files) == ["qa1_tiny_test.txt", "qa1_tiny_train.txt",
                                                       "qa2_tiny_test.txt", "qa2_tiny_train.txt"]

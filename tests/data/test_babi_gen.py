@@ -96,7 +96,8 @@ def test_datamodule_contract_and_determinism():
     dm.setup("fit")
     assert dm.family == "qa" and dm.has_test and dm.data_files == []
     dims = dm.dims
-    assert set(dims) == {"vocab_size", "num_answers", "memory_size", "sentence_len", "query_len", "tasks"}
+    assert set(dims) == {"vocab_size", "num_answers", "memory_size", "sentence_len", "query_len", "tasks",
+                         "answer_words"}
     assert dims["tasks"] == [1, 3, 6] and dims["memory_size"] == 10 and dims["vocab_size"] == len(dm.vocab)
     assert {"yes", "no"} <= set(dm.answers) and dm.answers[0] == "<unk>"
     batch = next(iter(dm.train_dataloader()))

@@ -31,7 +31,7 @@ __all__ = ["ALL_TASKS", "BabiDataModule", "Example", "find_task_files", "parse_b
 log = logging.getLogger(__name__)
 
 ALL_TASKS = list(range(1, 21))
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2  # bump when the tensors or vocabularies change shape or content
 _LINE = re.compile(r"(\d+) (.*)")
 _WORD = re.compile(r"[^\s.,?!;:]+")  # punctuation only ends sentences in bAbI, so drop it
 _EXPECTED = "expected 'ID text' or 'ID question?<TAB>answer<TAB>supporting ids'"

@@ -37,8 +37,9 @@ class Example:
 
 
 def build_vocab(examples: Iterable[Example]) -> list[str]:
-    """Word list, id -> word: `<pad>`, `<unk>`, then every story and query word, sorted."""
-    words = {w for ex in examples for sentence in (*ex.story, ex.query) for w in sentence}
+    """Word list, id -> word: `<pad>`, `<unk>`, then every story, query and answer word, sorted."""
+    # answers are words too, so a model may tie its answer layer to a word embedding (MemN2N's Wᵀ = C^K)
+    words = {w for ex in examples for sentence in (*ex.story, ex.query, (ex.answer,)) for w in sentence}
     return ["<pad>", "<unk>", *sorted(words)]
 
 
@@ -126,10 +127,11 @@ class QAData:
     def dims(self, tasks: list[int]) -> dict[str, Any]:
         """What a model needs to know about the data."""
         story, query = self.splits["train"]["story"], self.splits["train"]["query"]
+        word_index = {w: i for i, w in enumerate(self.vocab)}
         # one global sentence length J covers statements and questions (as in the MemN2N reference code)
         return {"vocab_size": len(self.vocab), "num_answers": len(self.answers), "memory_size": story.shape[1],
                 "sentence_len": max(story.shape[2], query.shape[1]), "query_len": query.shape[1],
-                "tasks": list(tasks)}
+                "answer_words": [word_index.get(a, UNK) for a in self.answers], "tasks": list(tasks)}
 
     def words(self, ids: Tensor) -> str:
         """1-D word ids as space-separated words, pads dropped."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -56,8 +56,9 @@ class MemN2N(nn.Module):
       training, as the reference code's `randomize_time` does.
     - `tying` (§2.2): "adjacent" has A^{k+1} = C^k and B = A^1 (T_A/T_C tied the same way);
       "layerwise" shares A, C (and T_A, T_C) over hops and adds the linear map H.
-      W is a separate d -> num_answers map in both: answers are their own class vocabulary here,
-      so the paper's W^T = C^K cannot apply.
+      With `answer_words` (each answer class's word id, from the data) adjacent tying also sets
+      Wᵀ = C^K on those rows, as the paper and reference code do; otherwise, and with layer-wise
+      tying, W is a separate d -> num_answers map.
     - Linear start (LS, §4.2): with `linear_start = True` the weights are the raw masked scores
       (no softmax); the `LinearStart` callback toggles it.
 
@@ -82,6 +83,7 @@ class MemN2N(nn.Module):
         tying: str = "adjacent",
         random_noise: float = 0.1,
         init_std: float = 0.1,
+        answer_words: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
         sizes = {"vocab_size": vocab_size, "num_answers": num_answers, "memory_size": memory_size}
@@ -102,7 +104,14 @@ class MemN2N(nn.Module):
         self.T_C = nn.ModuleList(T[i] for i in c) if temporal else None
         self.B = self.A[0] if tying == "adjacent" else nn.Embedding(vocab_size, d, padding_idx=0)
         self.H = nn.Linear(d, d, bias=False) if tying == "layerwise" else None
-        self.W = nn.Linear(d, num_answers, bias=False)
+        # adjacent tying with answers that are words: Wᵀ = C^K restricted to the answers' rows (§2.2)
+        tie_answers = tying == "adjacent" and answer_words is not None
+        if tie_answers and len(answer_words) != num_answers:
+            raise ValueError(f"MemN2N: answer_words has {len(answer_words)} ids for num_answers={num_answers}")
+        self.W = None if tie_answers else nn.Linear(d, num_answers, bias=False)
+        self.register_buffer(
+            "answer_words", torch.tensor(list(answer_words) if tie_answers else [], dtype=torch.long), persistent=False
+        )
         self.scores = nn.ModuleList(score(query_dim=d, key_dim=d) for _ in range(hops))
         pe = position_encoding(sentence_len, d) if encoding == "position" else torch.ones(sentence_len, d)
         self.register_buffer("position", pe, persistent=False)  # (J, d)
@@ -172,6 +181,8 @@ class MemN2N(nn.Module):
             o, weights = self.address(k, u, m, c, slot_mask.unsqueeze(1))
             u = (u if self.H is None else self.H(u)) + o  # (B, 1, d)
             attention.append(weights.squeeze(1))  # (B, S)
+        if self.W is None:
+            return Output(pred=u.squeeze(1) @ self.C[-1].weight[self.answer_words].T, attention=attention)
         return Output(pred=self.W(u.squeeze(1)), attention=attention)  # (B, num_answers)
 
 
