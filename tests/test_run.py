@@ -178,3 +178,20 @@ def test_experiment_overrides_the_primary_config(compose_cfg):
     assert cfg.task.loss_reduction == "sum" and cfg.trainer.gradient_clip_val == 40
     assert cfg.data._target_.endswith(".BabiDataModule") and cfg.callbacks.linear_start.epochs == 20
     assert compose_cfg("experiment=memn2n_babi", "optimizer.lr=0.1").optimizer.lr == 0.1
+
+
+def test_cli_multirun_grid_runs_every_job(tmp_path):
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "train.py", "-m", "model.hops=1,2", "attention=dot,additive", "debug=fdr",
+         "trainer.enable_progress_bar=false", f"hydra.sweep.dir={tmp_path}"],
+        cwd=root, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    jobs = sorted(tmp_path.glob("*/metrics.json"))
+    assert len(jobs) == 4
+    overrides = {(tmp_path / j.parent.name / ".hydra" / "overrides.yaml").read_text() for j in jobs}
+    assert len(overrides) == 4
