@@ -44,7 +44,7 @@ def hop_attention(sentences: list[str], weights: Tensor, title: str) -> Figure:
 
 
 def learning_curves(history: dict[str, dict[int, float]]) -> Figure:
-    """Loss and accuracy per epoch, train and validation, side by side."""
+    """Each metric per epoch, train and validation together, one panel per metric."""
     kinds = sorted({key.split("/")[-1] for key in history})
     fig, axes = plt.subplots(1, len(kinds), figsize=(4.5 * len(kinds), 3.5), squeeze=False)
     for ax, kind in zip(axes[0], kinds):
@@ -67,8 +67,6 @@ class PlotCallback(L.Callback):
     every figure also goes to the TensorBoard or W&B logger when one is active.
     """
 
-    curve_metrics = ("loss", "acc")
-
     def __init__(self, num_examples: int = 4, dirname: str = "plots") -> None:
         super().__init__()
         self.num_examples, self.dirname = num_examples, dirname
@@ -80,7 +78,8 @@ class PlotCallback(L.Callback):
         epoch = trainer.current_epoch - 1
         for key, value in trainer.callback_metrics.items():
             split, _, metric = key.partition("/")
-            if epoch >= 0 and split in ("train", "val") and metric in self.curve_metrics:
+            # every epoch-level scalar of train and val; per-slice keys (val/task3/acc) stay out
+            if epoch >= 0 and split in ("train", "val") and metric and "/" not in metric:
                 self.history[key][epoch] = float(value)
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
