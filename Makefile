@@ -29,6 +29,7 @@ test: dev
 bench: venv
 	$(BIN)/python benchmarks/lightning_overhead.py
 	$(BIN)/python benchmarks/attend_sdpa.py
+	$(BIN)/python benchmarks/threads.py
 
 clean:
 	rm -rf outputs .pytest_cache
