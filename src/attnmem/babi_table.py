@@ -2,8 +2,8 @@
 
 Each finished job (a directory with `metrics.json`) contributes its task, seed, training error and
 validation error. Per task, the reported run is the seed with the lowest final training error (the
-MemN2N reference code's rule, which keeps the validation figure honest); mean ± std over seeds
-is shown beside it.
+MemN2N reference code's rule, which keeps the validation figure honest; ties go to the lower final
+training loss); mean ± std over seeds is shown beside it.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ def collect(sweep_dirs: list[Path]) -> dict[int, list[dict[str, float]]]:
             continue
         metrics = json.loads(metrics_file.read_text())
         runs[tasks[0]].append(
-            {"seed": cfg.seed, "train_error": metrics["train/error"], "val_error": 1 - metrics["val/acc"]}
+            {"seed": cfg.seed, "train_error": metrics["train/error"], "train_loss": metrics["train/loss"],
+             "val_error": 1 - metrics["val/acc"]}
         )
     if not runs:
         raise UserError(f"{', '.join(map(str, sweep_dirs))}: no finished single-task jobs (no */metrics.json)")
@@ -39,13 +40,13 @@ def collect(sweep_dirs: list[Path]) -> dict[int, list[dict[str, float]]]:
 def table(runs: dict[int, list[dict[str, float]]]) -> tuple[str, float]:
     """Markdown table (validation error in %) and the mean of the selected runs' errors."""
     lines = [
-        "| task | seeds | val error, seed with lowest train error | its train error | val error, mean ± std over seeds |",
+        "| task | seeds | val error, seed with lowest train error (then loss) | its train error | val error, mean ± std over seeds |",
         "|---:|---:|---:|---:|---:|",
     ]
     chosen = []
     for task in sorted(runs):
         jobs = runs[task]
-        best = min(jobs, key=lambda j: (j["train_error"], j["seed"]))
+        best = min(jobs, key=lambda j: (j["train_error"], j["train_loss"], j["seed"]))
         errors = [j["val_error"] for j in jobs]
         spread = statistics.stdev(errors) if len(errors) > 1 else 0.0
         chosen.append(best["val_error"])

@@ -64,8 +64,8 @@ def test_shapes_and_grads(batch, score, tying, encoding, hops):
 
 
 @pytest.mark.parametrize("training", [True, False])
-def test_empty_slots_get_zero_weight_and_rows_sum_to_one(batch, training):
-    model = make_model(hops=3).train(training)
+def test_masked_empty_slots_get_zero_weight_and_rows_sum_to_one(batch, training):
+    model = make_model(hops=3, empty_memories="mask").train(training)
     real = batch["story"].ne(0).any(-1)  # (B, S)
     assert (~real).any()
     for weights in model(batch).attention:
@@ -139,6 +139,12 @@ def test_linear_start_skips_the_softmax(batch):
     torch.testing.assert_close(weights, expected)
     assert not torch.allclose(weights.sum(-1), torch.ones(8))
     model.linear_start = False
+    # the memory_size - n empty slots are zero vectors in the softmax: Dot gives them score 0
+    empty = SIZES["memory_size"] - real.sum(-1, keepdim=True)  # (B, 1)
+    with_empty = torch.cat([expected.masked_fill(~real, -torch.inf), empty.log()], -1)
+    torch.testing.assert_close(model(batch).attention[0], torch.softmax(with_empty, -1)[:, :-1])
+    assert torch.all(model(batch).attention[0].sum(-1) < 1)
+    model.empty_memories = "mask"
     torch.testing.assert_close(model(batch).attention[0], torch.softmax(expected.masked_fill(~real, -torch.inf), -1))
 
 
@@ -259,3 +265,8 @@ def test_linear_start_is_saved_with_the_weights():
     assert not restored.linear_start
     restored.load_state_dict(trained.state_dict())
     assert restored.linear_start
+
+
+def test_unknown_empty_memories_names_the_option():
+    with pytest.raises(ValueError, match="empty_memories must be one of"):
+        make_model(empty_memories="ignore")
