@@ -105,3 +105,102 @@ def _log_images(logger: object, paths: list[Path]) -> None:
     elif isinstance(logger, TensorBoardLogger):
         for p in paths:
             logger.experiment.add_image(f"plots/{p.stem}", plt.imread(p)[..., :3], dataformats="HWC")
+
+
+def sequence_example(inputs: Tensor, targets: Tensor, outputs: Tensor, mask: Tensor, weights: Tensor | None,
+                     read_heads: int) -> Figure:
+    """Input, target and output over time as images, then each head's weighting as memory rows × time steps.
+
+    As in Graves et al. 2014, Figures 6-7: `inputs (T, W_in)`, `targets`/`outputs (T, W_out)`
+    (outputs as probabilities), `mask (T,)` the output phase, `weights (T, heads, N)` read heads first.
+    """
+    heads = 0 if weights is None else weights.shape[1]
+    if heads:  # only the memory rows the heads touch, a few either side (all rows after a wrap-around)
+        used = (weights.amax((0, 1)) > 0.05).nonzero().flatten()
+        low, high = max(0, int(used.min()) - 2), min(weights.shape[-1], int(used.max()) + 3)
+        weights = weights[..., low:high]
+    panels = [("input", inputs.T), ("target", (targets * mask[:, None]).T), ("output", (outputs * mask[:, None]).T)]
+    panels += [((f"{'read' if h < read_heads else 'write'} {h if h < read_heads else h - read_heads}\n"
+                 f"rows {low}-{high - 1}"), weights[:, h].T) for h in range(heads)]
+    heights = [max(2, p.shape[0]) for _, p in panels[:3]] + [24] * heads
+    fig, axes = plt.subplots(len(panels), 1, figsize=(max(4.0, 0.09 * inputs.shape[0] + 1.5), 0.06 * sum(heights) + 2),
+                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    for ax, (name, image) in zip(axes[:, 0], panels):
+        ax.imshow(image.numpy(), cmap="viridis" if "rows" in name else "Greys", vmin=0.0, vmax=1.0,
+                  aspect="auto", interpolation="nearest")
+        ax.set_ylabel(name, fontsize=8)
+        ax.set_yticks([])
+    axes[-1, 0].set_xlabel("time step")
+    fig.tight_layout()
+    return fig
+
+
+def bit_errors_by_length(results: dict[str, dict[int, float]], train_max: int | None = None) -> Figure:
+    """Bit errors per sequence against the test length, one line per model (`{model: {length: errors}}`)."""
+    fig, ax = plt.subplots(figsize=(5.0, 3.5))
+    for name, points in sorted(results.items()):
+        lengths, errors = zip(*sorted(points.items()))
+        ax.plot(lengths, errors, marker="o", label=name)
+    if train_max is not None:
+        ax.axvline(train_max, color="grey", linestyle=":", label="longest in training")
+    ax.set_xlabel("sequence length")
+    ax.set_ylabel("bit errors per sequence")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def image_shape(size: int) -> tuple[int, int]:
+    """Rows and columns to show N units as an image: the most nearly square factorisation (1 × N if prime)."""
+    rows = max(r for r in range(1, int(size**0.5) + 1) if size % r == 0)
+    return rows, size // rows
+
+
+def energy_curves(energy: Tensor, title: str) -> Figure:
+    """Energy per update step, one line per probe, from `energy (P, T+1)`."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.5))
+    for i, curve in enumerate(energy.numpy()):
+        ax.plot(range(len(curve)), curve, marker="o", markersize=3, label=f"probe {i}")
+    ax.set_xlabel("update step (0 = the probe)")
+    ax.set_ylabel("energy E")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def pattern_images(stored: Tensor, probes: Tensor, recalled: Tensor, overlap: Tensor) -> Figure:
+    """Stored, probe and recalled patterns `(P, N)` as images side by side, one row per probe."""
+    shape = image_shape(stored.shape[-1])
+    rows = stored.shape[0]
+    fig, axes = plt.subplots(rows, 3, figsize=(6.0, 0.4 + 1.8 * rows), squeeze=False)
+    for i in range(rows):
+        for j, (name, image) in enumerate((("stored", stored), ("probe", probes), ("recalled", recalled))):
+            ax = axes[i, j]
+            ax.imshow(image[i].reshape(shape).numpy(), cmap="gray", vmin=-1, vmax=1, aspect="auto")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if i == 0:
+                ax.set_title(name, fontsize=9)
+        axes[i, 2].set_xlabel(f"overlap {float(overlap[i]):.3f}", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def capacity_curve(curves: dict[str, list[tuple[float, float, float]]], critical: float = 0.138) -> Figure:
+    """Mean final overlap vs load α = K/N, one line per network/size as `(alpha, mean, std)` points,
+    with the classical capacity α_c ≈ 0.138 (Amit, Gutfreund & Sompolinsky 1985) marked."""
+    fig, ax = plt.subplots(figsize=(6.0, 4.0))
+    for label, points in curves.items():
+        alphas, means, stds = zip(*sorted(points))
+        ax.errorbar(alphas, means, yerr=stds, marker="o", markersize=3, capsize=2, label=label)
+    ax.axvline(critical, color="gray", linestyle="--", label=f"α = {critical}")
+    ax.set_xlabel("load α = K / N")
+    ax.set_ylabel("mean final overlap m")
+    ax.set_ylim(-0.05, 1.05)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

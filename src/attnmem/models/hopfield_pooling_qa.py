@@ -1,0 +1,76 @@
+"""A bAbI reader built from Hopfield pooling (Ramsauer et al. 2020): the story is the stored set, pooled per hop."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from attnmem.models.memn2n import position_encoding
+from attnmem.models.modern_hopfield import HopfieldPooling
+from attnmem.models.output import Output
+
+__all__ = ["HopfieldPoolingQA"]
+
+
+class HopfieldPoolingQA(nn.Module):
+    """Question answering over a story with `HopfieldPooling` layers (Ramsauer et al. 2020, §3).
+
+    Each sentence is a position-encoded bag of words (Sukhbaatar et al. 2015, §4.1) plus a learned
+    embedding of its recency; these are the stored patterns. The question u = Σ_j l_j ∘ B q_j is
+    added to each pooling layer's learned query, its pooled read-out o is added back
+    (u ← u + o, one `HopfieldPooling` per hop), and the answer logits are W u.
+    """
+
+    families: ClassVar[tuple[str, ...]] = ("qa",)
+
+    def __init__(self, *, vocab_size: int, num_answers: int, memory_size: int, sentence_len: int,
+                 score: Callable[..., nn.Module], embed_dim: int = 32, hops: int = 2, beta: float = 1.0,
+                 update_steps: int = 1) -> None:
+        super().__init__()
+        sizes = {"vocab_size": vocab_size, "num_answers": num_answers, "memory_size": memory_size,
+                 "sentence_len": sentence_len, "embed_dim": embed_dim, "hops": hops}
+        for name, value in sizes.items():
+            if value < 1:
+                raise ValueError(f"HopfieldPoolingQA: {name} must be >= 1, got {value}")
+        self.memory_size, self.sentence_len = memory_size, sentence_len
+        self.story_embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
+        self.query_embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
+        self.recency = nn.Embedding(memory_size, embed_dim)
+        self.pools = nn.ModuleList(
+            HopfieldPooling(input_dim=embed_dim, score=score, beta=beta, update_steps=update_steps)
+            for _ in range(hops)
+        )
+        self.answer = nn.Linear(embed_dim, num_answers, bias=False)  # W
+        self.register_buffer("position", position_encoding(sentence_len, embed_dim), persistent=False)  # (J, d)
+        for embed in (self.story_embed, self.query_embed, self.recency):
+            nn.init.normal_(embed.weight, std=0.1)
+        with torch.no_grad():
+            self.story_embed.weight[0].zero_()
+            self.query_embed.weight[0].zero_()
+
+    def encode(self, embed: nn.Embedding, words: Tensor) -> Tensor:
+        """Position-weighted bag of words of `words (..., L)`: (..., d)."""
+        length = words.shape[-1]
+        if length > self.sentence_len:
+            raise ValueError(f"HopfieldPoolingQA: sentences of {length} words exceed sentence_len={self.sentence_len}")
+        return (embed(words) * self.position[:length]).sum(-2)
+
+    def forward(self, batch: dict[str, Tensor]) -> Output:
+        story, query = batch["story"], batch["query"]  # (B, S, L), (B, Lq)
+        if story.shape[1] > self.memory_size:
+            raise ValueError(f"HopfieldPoolingQA: a story of {story.shape[1]} sentences exceeds "
+                             f"memory_size={self.memory_size}")
+        slot_mask = story.ne(0).any(-1)  # (B, S) True for a real sentence (slots are left-aligned)
+        slots = torch.arange(story.shape[1], device=story.device)
+        recency = (slot_mask.sum(-1, keepdim=True) - 1 - slots).clamp_min(0)  # (B, S), 0 = most recent
+        stored = self.encode(self.story_embed, story) + self.recency(recency)  # (B, S, d)
+        u = self.encode(self.query_embed, query).unsqueeze(1)  # (B, 1, d)
+        attention = []
+        for pool in self.pools:
+            o, weights = pool(stored, mask=slot_mask, query=u)  # (B, 1, d), (B, 1, S)
+            u = u + o
+            attention.append(weights.squeeze(1))  # (B, S)
+        return Output(pred=self.answer(u.squeeze(1)), attention=attention)  # (B, num_answers)
