@@ -40,7 +40,8 @@ def collect(sweep_dirs: list[Path]) -> dict[int, list[dict[str, float]]]:
 def table(runs: dict[int, list[dict[str, float]]]) -> tuple[str, float]:
     """Markdown table (validation error in %) and the mean of the selected runs' errors."""
     lines = [
-        "| task | seeds | val error, seed with lowest train error (then loss) | its train error | val error, mean ± std over seeds |",
+        "| task | seeds | val error, seed with lowest train error (then loss) | its train error "
+        "| val error, mean ± std over seeds |",
         "|---:|---:|---:|---:|---:|",
     ]
     chosen = []

@@ -14,6 +14,8 @@ from torchmetrics import Metric
 
 from attnmem import plots
 
+SPLITS = ("train", "val", "test")
+
 
 class Totals(Metric):
     """Running sums of a fixed-length vector, summed across processes."""
@@ -62,7 +64,11 @@ class Task(L.LightningModule):
         position = torch.zeros(max(self.tasks) + 1, dtype=torch.long)
         position[self.tasks] = torch.arange(len(self.tasks))
         self.register_buffer("task_position", position, persistent=False)
-        self.totals = nn.ModuleDict({f"{s}_totals": Totals(3 + 2 * len(self.tasks)) for s in ("train", "val", "test")})
+        # per task: loss sum, correct, count; summed in place each step, reduced across processes per epoch
+        for split in SPLITS:
+            running = torch.zeros(len(self.tasks), 3, dtype=torch.float64)  # (T, 3)
+            self.register_buffer(f"{split}_running", running, persistent=False)
+        self.totals = nn.ModuleDict({f"{split}_totals": Totals(3 * len(self.tasks)) for split in SPLITS})
 
     def forward(self, batch: dict[str, Tensor]):
         return self.net(batch)
@@ -70,16 +76,10 @@ class Task(L.LightningModule):
     def _step(self, batch: dict[str, Tensor], split: str) -> Tensor:
         logits = self.net(batch).pred  # (B, A)
         losses = F.cross_entropy(logits, batch["answer"], reduction="none")  # (B,)
-        loss = losses.sum() if self.loss_reduction == "sum" else losses.mean()
-        correct = (logits.argmax(-1) == batch["answer"]).float()  # (B,)
-        position = self.task_position[batch["task"]]  # (B,)
-        per_task = torch.zeros(2, len(self.tasks), device=correct.device)  # (2, T): correct, count
-        per_task[0].index_add_(0, position, correct)
-        per_task[1].index_add_(0, position, torch.ones_like(correct))
-        # one metric update per step: summing is all the hot path does
-        summed = torch.stack([losses.detach().sum(), correct.sum(), torch.tensor(float(correct.numel()))])
-        self.totals[f"{split}_totals"].update(torch.cat([summed, per_task.flatten()]))
-        return loss
+        correct = logits.argmax(-1) == batch["answer"]  # (B,)
+        stats = torch.stack([losses.detach(), correct, torch.ones_like(losses)], dim=-1)  # (B, 3)
+        getattr(self, f"{split}_running").index_add_(0, self.task_position[batch["task"]], stats.double())
+        return losses.sum() if self.loss_reduction == "sum" else losses.mean()
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         return self._step(batch, "train")
@@ -92,18 +92,21 @@ class Task(L.LightningModule):
 
     def _log_split(self, split: str) -> None:
         # logged once per epoch: per-step logging costs more than a step of these models
-        if not self.totals[f"{split}_totals"].update_called:
+        running, totals = getattr(self, f"{split}_running"), self.totals[f"{split}_totals"]
+        if not running[:, 2].any():
             return
-        loss_sum, correct, count, *rest = self.totals[f"{split}_totals"].compute()  # synced across processes
-        self.totals[f"{split}_totals"].reset()
+        totals.update(running.flatten())
+        per_task = totals.compute().view(-1, 3)  # (T, 3) summed across processes
+        totals.reset()
+        running.zero_()
+        loss_sum, correct, count = per_task.sum(0)
         acc = correct / count
         logged = {f"{split}/loss": loss_sum / count, f"{split}/acc": acc, f"{split}/error": 1 - acc}
-        task_correct, task_count = torch.stack(rest).view(2, -1)
-        for task, right, total in zip(self.tasks, task_correct, task_count):
+        for task, (_, right, total) in zip(self.tasks, per_task):
             if len(self.tasks) > 1 and split != "train" and total > 0:
                 logged[f"{split}/task{task}/acc"] = right / total
                 logged[f"{split}/task{task}/error"] = 1 - right / total
-        self.log_dict(logged, prog_bar=split != "test")
+        self.log_dict({k: v.float() for k, v in logged.items()}, prog_bar=split != "test")
 
     def on_train_epoch_end(self) -> None:
         self._log_split("train")
