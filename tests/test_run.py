@@ -17,7 +17,7 @@ from torch import nn
 from attnmem import run
 from attnmem.errors import UserError
 
-TINY = [*FAST, "data.num_train=200", "data.num_val=100", "data.num_test=100", "trainer.max_epochs=2"]
+TINY = [*FAST, "data.batch_size=32", "data.num_train=200", "data.num_val=100", "data.num_test=100", "trainer.max_epochs=2"]
 
 
 class SequenceOnlyModel(nn.Module):
