@@ -90,7 +90,7 @@ def test_every_score_trains_in_every_model_on_its_natural_data(compose_cfg, tmp_
     optimizer = optimizer["optimizer"] if isinstance(optimizer, dict) else optimizer
     batch = next(iter(datamodule.train_dataloader()))
     losses = []
-    for _ in range(20):  # one batch, memorised: the family's loss must fall whatever the score
+    for _ in range(40):  # one batch, memorised: the family's loss must fall whatever the score
         loss = module.training_step(batch, 0)
         optimizer.zero_grad()
         loss.backward()

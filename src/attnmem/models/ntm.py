@@ -1,0 +1,177 @@
+"""Neural Turing Machine (Graves et al. 2014), batched: one Python loop over time steps only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnmem.models.output import Output
+
+__all__ = ["NTM", "content_weights", "interpolate", "read", "sharpen", "shift", "write"]
+
+CONTROLLERS = ("lstm", "feedforward")
+MEMORY_INITS = ("constant", "learned", "random")
+
+
+def content_weights(similarity: Tensor, beta: Tensor) -> Tensor:
+    """w^c = softmax(β K[k, M_i]) over locations (eq. 5); `similarity (B, H, N)`, `beta (B, H, 1)`."""
+    return torch.softmax(beta * similarity, dim=-1)
+
+
+def interpolate(content: Tensor, previous: Tensor, gate: Tensor) -> Tensor:
+    """w^g = g w^c + (1 - g) w_{t-1} (eq. 7); `gate (B, H, 1)`."""
+    return gate * content + (1 - gate) * previous
+
+
+def shift(weights: Tensor, shift_weights: Tensor, offsets: Tensor) -> Tensor:
+    """Circular convolution w̃(i) = Σ_k s_k w(i - o_k mod N) (eq. 8); `shift_weights (B, H, K)` over
+    `offsets (K,)` = -k..k in order."""
+    k, n = (len(offsets) - 1) // 2, weights.shape[-1]
+    wrapped = torch.cat([weights[..., n - k :], weights, weights[..., :k]], -1)  # (B, H, N + 2k)
+    windows = wrapped.unfold(-1, n, 1)  # (B, H, K, N): window j holds w(i + j - k), offset k - j
+    return (shift_weights.flip(-1).unsqueeze(-2) @ windows).squeeze(-2)  # (B, H, N)
+
+
+def sharpen(weights: Tensor, gamma: Tensor, eps: float = 1e-16) -> Tensor:
+    """w_i = w̃_i^γ / Σ_j w̃_j^γ (eq. 9), as softmax(γ log w̃); `gamma (B, H, 1)` ≥ 1; `eps` keeps log 0 finite."""
+    return torch.softmax(gamma * torch.log(weights + eps), dim=-1)
+
+
+def read(memory: Tensor, weights: Tensor) -> Tensor:
+    """r = Σ_i w_i M_i (eq. 2): `memory (B, N, M)`, `weights (B, R, N)` -> (B, R, M)."""
+    return weights @ memory
+
+
+def write(memory: Tensor, weights: Tensor, erase: Tensor, add: Tensor) -> Tensor:
+    """M_t = M_{t-1} ∘ Π_h (1 - w_h e_hᵀ) + Σ_h w_h a_hᵀ (eqs. 3-4); `weights (B, W, N)`, `erase`/`add (B, W, M)`."""
+    keep = 1 - weights.unsqueeze(-1) * erase.unsqueeze(-2)  # (B, W, N, M)
+    keep = keep.squeeze(1) if keep.shape[1] == 1 else keep.prod(1)  # (B, N, M)
+    return memory * keep + weights.transpose(1, 2) @ add
+
+
+def _check_options(sizes: dict[str, int], *, controller: str, memory_init: str, shift_range: int) -> None:
+    for name, value in sizes.items():
+        if value < 1:
+            raise ValueError(f"NTM: {name} must be >= 1, got {value}")
+    if controller not in CONTROLLERS:
+        raise ValueError(f"NTM: controller must be one of {CONTROLLERS}, got {controller!r}")
+    if memory_init not in MEMORY_INITS:
+        raise ValueError(f"NTM: memory_init must be one of {MEMORY_INITS}, got {memory_init!r}")
+    if shift_range < 0 or 2 * shift_range + 1 > sizes["memory_locations"]:
+        raise ValueError(f"NTM: shift_range={shift_range} gives {2 * shift_range + 1} shifts, more than "
+                         f"memory_locations={sizes['memory_locations']} (or is negative)")
+
+
+class NTM(nn.Module):
+    """Neural Turing Machine, Graves, Wayne & Danihelka 2014, "Neural Turing Machines" (arXiv:1410.5401).
+
+    Each step the controller (an LSTM, or a feed-forward layer) sees the input and the previous
+    reads and emits, per head, a key k, key strength β = softplus, gate g = σ, shift weights
+    s = softmax over `offsets` -shift_range..shift_range, and sharpening γ = 1 + softplus (§3.3.1-2,
+    eqs. 5-9); write heads also emit erase e = σ and add a = tanh (§3.2, eqs. 3-4). Content
+    addressing K[k, M_i] is the `score` (with `Cosine`, its `similarity`; β comes from the
+    controller, not the score). Heads address the memory M_{t-1}; reads r_t are taken from it
+    before the writes, and the output y_t = W [h_t; r_t] (logits).
+
+    Memory init (`memory_init`, after Collier & Beel 2018, "Implementing Neural Turing Machines"):
+    "constant" 1e-6 everywhere (their best), "learned" a parameter, "random" a fixed draw from
+    N(0, 0.5²). Initial weightings are one-hot on location 0; initial reads are read with them.
+    `forward` returns `pred (B, T, output_size)` and, per step, the weightings `(B, R + W, N)`
+    (read heads first) as `attention`.
+    """
+
+    families: ClassVar[tuple[str, ...]] = ("sequence",)
+
+    def __init__(
+        self,
+        *,
+        input_size: int,
+        output_size: int,
+        score: Callable[..., nn.Module],
+        controller: str = "lstm",
+        controller_size: int = 100,
+        memory_locations: int = 128,
+        memory_width: int = 20,
+        read_heads: int = 1,
+        write_heads: int = 1,
+        shift_range: int = 1,
+        memory_init: str = "constant",
+    ) -> None:
+        super().__init__()
+        sizes = {"input_size": input_size, "output_size": output_size, "controller_size": controller_size,
+                 "memory_locations": memory_locations, "memory_width": memory_width, "read_heads": read_heads,
+                 "write_heads": write_heads}
+        _check_options(sizes, controller=controller, memory_init=memory_init, shift_range=shift_range)
+        n, m, heads = memory_locations, memory_width, read_heads + write_heads
+        self.read_heads, self.write_heads, self.memory_width = read_heads, write_heads, m
+        self.controller_size, self.lstm = controller_size, controller == "lstm"
+        gates = 4 * controller_size if self.lstm else controller_size
+        self.input_proj = nn.Linear(input_size, gates)  # applied to all steps at once
+        self.recurrent_proj = nn.Linear(read_heads * m + (controller_size if self.lstm else 0), gates, bias=False)
+        self.head_size = m + 3 + 2 * shift_range + 1  # k, β, g, s, γ
+        self.heads_proj = nn.Linear(controller_size, heads * self.head_size + write_heads * 2 * m)
+        self.output_proj = nn.Linear(controller_size + read_heads * m, output_size)
+        content = score(query_dim=m, key_dim=m)
+        # Cosine's own β would be a second temperature, unused: keep only its similarity, not the module
+        self.similarity = content.similarity if hasattr(content, "similarity") else content
+        self.register_buffer("offsets", torch.arange(-shift_range, shift_range + 1), persistent=False)
+        self.register_buffer("initial_weights", F.one_hot(torch.zeros(heads, dtype=torch.long), n).float())
+        if memory_init == "learned":
+            self.initial_memory = nn.Parameter(torch.randn(n, m) * 0.1)
+        else:
+            self.register_buffer("initial_memory", torch.full((n, m), 1e-6) if memory_init == "constant"
+                                 else torch.randn(n, m) * 0.5)
+
+    def address(self, params: Tensor, memory: Tensor, previous: Tensor) -> Tensor:
+        """Weightings (B, H, N) of all heads from their `params (B, H, head_size)` (§3.3, Figure 2)."""
+        m = self.memory_width
+        key, beta, gate, shifts, gamma = params.split([m, 1, 1, len(self.offsets), 1], dim=-1)
+        weights = content_weights(self.similarity(key, memory), F.softplus(beta))
+        weights = interpolate(weights, previous, torch.sigmoid(gate))
+        weights = shift(weights, torch.softmax(shifts, dim=-1), self.offsets)
+        return sharpen(weights, 1 + F.softplus(gamma))
+
+    def step(self, x_gates: Tensor, state: tuple[Tensor, ...]) -> tuple[Tensor, Tensor, tuple[Tensor, ...]]:
+        """One time step from the input's gate projection `x_gates (B, G)`: (h, reads, new state)."""
+        h, c, reads, weights, memory = state
+        b = h.shape[0]
+        if self.lstm:
+            gates = x_gates + self.recurrent_proj(torch.cat([reads.flatten(1), h], -1))
+            i, f, g, o = gates.chunk(4, -1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)  # (B, C)
+        else:
+            h = torch.tanh(x_gates + self.recurrent_proj(reads.flatten(1)))
+        out = self.heads_proj(h)
+        heads = self.read_heads + self.write_heads
+        params, erase_add = out.split([heads * self.head_size, out.shape[-1] - heads * self.head_size], -1)
+        weights = self.address(params.view(b, heads, self.head_size), memory, weights)  # (B, R + W, N)
+        read_w, write_w = weights.split([self.read_heads, self.write_heads], 1)
+        reads = read(memory, read_w)  # (B, R, M)
+        erase, add = erase_add.view(b, self.write_heads, 2 * self.memory_width).chunk(2, -1)
+        memory = write(memory, write_w, torch.sigmoid(erase), torch.tanh(add))
+        return h, reads, (h, c, reads, weights, memory)
+
+    def initial_state(self, batch_size: int) -> tuple[Tensor, ...]:
+        """Zero controller state, one-hot weightings, the initial memory and its reads."""
+        memory = self.initial_memory.expand(batch_size, -1, -1)  # (B, N, M)
+        weights = self.initial_weights.expand(batch_size, -1, -1)  # (B, R + W, N)
+        h = memory.new_zeros(batch_size, self.controller_size)
+        return h, h, read(memory, weights[:, : self.read_heads]), weights, memory
+
+    def forward(self, batch: dict[str, Tensor]) -> Output:
+        x = batch["inputs"]  # (B, T, I)
+        state = self.initial_state(x.shape[0])
+        x_gates = self.input_proj(x)  # (B, T, G): one matmul for the whole sequence
+        hs, reads, attention = [], [], []
+        for t in range(x.shape[1]):
+            h, r, state = self.step(x_gates[:, t], state)
+            hs.append(h)
+            reads.append(r.flatten(1))
+            attention.append(state[3])
+        features = torch.cat([torch.stack(hs, 1), torch.stack(reads, 1)], -1)  # (B, T, C + R·M)
+        return Output(pred=self.output_proj(features), attention=attention)
