@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from torchmetrics import Metric
 
 from attnmem import plots
+from attnmem.tasks import optim
 
 # a network that stores without gradients fits with no optimizer, on purpose
 warnings.filterwarnings("ignore", message=".*configure_optimizers.*returned `None`.*")
@@ -140,10 +141,8 @@ class Task(L.LightningModule):
     def configure_optimizers(self) -> Any:
         if not self.trainable:
             return None
-        optimizer = self.optimizer_factory(params=[p for p in self.parameters() if p.requires_grad])
-        if self.scheduler_factory is None:
-            return optimizer
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": self.scheduler_factory(optimizer=optimizer)}}
+        params = [p for p in self.parameters() if p.requires_grad]
+        return optim.configure(params, self.optimizer_factory, self.scheduler_factory)
 
     @torch.no_grad()
     def plot_examples(self, datamodule: L.LightningDataModule, out_dir: Path, num_examples: int) -> list[Path]:

@@ -13,6 +13,7 @@ from torch import Tensor, nn
 from torchmetrics import Metric
 
 from attnmem import plots
+from attnmem.tasks import optim
 
 SPLITS = ("train", "val", "test")
 
@@ -118,10 +119,7 @@ class Task(L.LightningModule):
         self._log_split("test")
 
     def configure_optimizers(self) -> Any:
-        optimizer = self.optimizer_factory(params=self.parameters())
-        if self.scheduler_factory is None:
-            return optimizer
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": self.scheduler_factory(optimizer=optimizer)}}
+        return optim.configure(self.parameters(), self.optimizer_factory, self.scheduler_factory)
 
     @torch.no_grad()
     def plot_examples(self, datamodule: L.LightningDataModule, out_dir: Path, num_examples: int) -> list[Path]:

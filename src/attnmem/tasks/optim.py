@@ -1,0 +1,20 @@
+"""What every family module's `configure_optimizers` returns, from the config's partials."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+
+def configure(
+    params: Iterable[torch.nn.Parameter],
+    optimizer: Callable[..., torch.optim.Optimizer],
+    scheduler: Callable[..., Any] | None,
+) -> torch.optim.Optimizer | dict[str, Any]:
+    """The optimizer over `params` and, when one is configured, its scheduler (stepped per epoch)."""
+    built = optimizer(params=params)
+    if scheduler is None:
+        return built
+    return {"optimizer": built, "lr_scheduler": {"scheduler": scheduler(optimizer=built)}}
