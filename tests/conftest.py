@@ -21,7 +21,6 @@ torch.set_num_threads(1)
 # tiny, fast settings for tests that train: no progress bar, no early stop, csv logger only
 FAST = [
     "trainer.enable_progress_bar=false",
-    "~callbacks.progress_bar",
     "~callbacks.early_stopping",
 ]
 

@@ -17,6 +17,8 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from attnmem.atomic import write_json
+
 PACKAGES = ("attnmem", "torch", "lightning", "torchmetrics", "hydra-core", "omegaconf", "numpy", "wandb")
 
 
@@ -60,8 +62,6 @@ def _command() -> dict[str, Any]:
 
 def write(out_dir: Path, cfg: DictConfig, data_files: Iterable[Path]) -> Path:
     """Write `manifest.json` into the run directory (beside Hydra's `.hydra/`)."""
-    from attnmem.run import write_json  # run imports this module
-
     manifest = {
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "git": git_state(Path.cwd()),

@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import lightning as L
 import matplotlib
 
 matplotlib.use("Agg")  # files only: no display on servers and CI
 import matplotlib.pyplot as plt  # noqa: E402
+import torch  # noqa: E402
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger  # noqa: E402
 from lightning.pytorch.utilities import rank_zero_only  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
@@ -25,6 +27,16 @@ def save(fig: Figure, path: Path) -> Path:
     plt.close(fig)
     os.replace(tmp, path)
     return path
+
+
+@torch.no_grad()
+def eval_outputs(net: torch.nn.Module, batch: dict[str, Tensor]) -> Any:
+    """The net's output on `batch` in eval mode, for plots; its train/eval mode is restored."""
+    was_training = net.training
+    net.eval()
+    out = net(batch)
+    net.train(was_training)
+    return out
 
 
 def hop_attention(sentences: list[str], weights: Tensor, title: str) -> Figure:

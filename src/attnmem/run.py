@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import os
 import time
@@ -18,9 +17,11 @@ from hydra.errors import InstantiationException
 from hydra.utils import get_class
 from hydra.utils import instantiate as hydra_instantiate
 from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
+from lightning.pytorch.loggers import WandbLogger
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from attnmem import console, manifest
+from attnmem.atomic import write_json
 from attnmem.errors import UserError
 
 # noise that says nothing about the run: per-step logging is off on purpose, and the rest is advice
@@ -143,14 +144,6 @@ def build_model(model_cfg: DictConfig, score_cfg: DictConfig, dims: dict[str, An
     return instantiate(model_cfg)(**known)
 
 
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write JSON under a temporary name and rename it, so a partial file never looks complete."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-
-
 def _evaluate_best(
     trainer: L.Trainer, module: L.LightningModule, datamodule: Any, ckpt_path: str | None = None
 ) -> dict[str, float]:
@@ -216,7 +209,7 @@ def _offline_wandb_without_key(cfg: DictConfig) -> None:
 
 def _finish_wandb(trainer: L.Trainer) -> None:
     # a raising run must still be closed, or the next job of a multirun inherits it
-    if "wandb" in {type(lg).__name__.lower().removesuffix("logger") for lg in trainer.loggers}:
+    if any(isinstance(logger, WandbLogger) for logger in trainer.loggers):
         import wandb
 
         wandb.finish()

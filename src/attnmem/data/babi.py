@@ -227,7 +227,8 @@ class BabiDataModule(L.LightningDataModule):
         if path is not None and path.exists():
             try:
                 return QAData(**torch.load(path, weights_only=True))
-            except (OSError, RuntimeError, EOFError, TypeError, pickle.UnpicklingError) as error:  # rebuilt, never fatal
+            # an unreadable cache is rebuilt, never fatal
+            except (OSError, RuntimeError, EOFError, TypeError, pickle.UnpicklingError) as error:
                 log.warning("ignoring unreadable cache %s (%s)", path, error)
         qa = self._build(train, test)
         if path is not None:

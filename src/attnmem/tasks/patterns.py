@@ -150,10 +150,7 @@ class Task(L.LightningModule):
         batch = next(iter(datamodule.val_dataloader()))
         batch = {k: v.to(self.device) for k, v in batch.items()}
         batch["probes"], batch["targets"] = batch["probes"][:num_examples], batch["targets"][:num_examples]
-        was_training = self.net.training
-        self.net.eval()
-        out = self.net(batch)
-        self.net.train(was_training)
+        out = plots.eval_outputs(self.net, batch)
         stored = batch["patterns"][batch["targets"]].cpu()
         recalled = binarize(out.pred).cpu()
         overlap = overlaps(out.pred, batch["patterns"][batch["targets"]]).cpu()

@@ -126,10 +126,7 @@ class Task(L.LightningModule):
         """Write the per-hop attention over the story for the first validation examples."""
         batch = next(iter(datamodule.val_dataloader()))
         batch = {k: v[:num_examples].to(self.device) for k, v in batch.items()}
-        was_training = self.net.training
-        self.net.eval()
-        out = self.net(batch)
-        self.net.train(was_training)
+        out = plots.eval_outputs(self.net, batch)
         if not out.attention:
             return []
         weights = torch.stack(out.attention, dim=-1).float().cpu()  # (B, S, hops)

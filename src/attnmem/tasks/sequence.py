@@ -104,10 +104,7 @@ class Task(L.LightningModule):
         """Input, target and output of the first validation sequences, with the memory weightings if any."""
         batch = next(iter(datamodule.val_dataloader()))
         batch = {k: v[:num_examples].to(self.device) for k, v in batch.items()}
-        was_training = self.net.training
-        self.net.eval()
-        out = self.net(batch)
-        self.net.train(was_training)
+        out = plots.eval_outputs(self.net, batch)
         weights = torch.stack(out.attention, 1).float().cpu() if out.attention else None  # (B, T, heads, N)
         read_heads = getattr(self.net, "read_heads", 0)
         paths = []
