@@ -1,0 +1,101 @@
+"""Decoding: beam size 1 is greedy, beam search beats a greedy first choice, stopping at eos, bad beam sizes."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import pytest
+import torch
+from torch import Tensor, nn
+
+from attnmem import decode
+from attnmem.attention import Additive
+from attnmem.models.attn_rnn import AttnRNN
+from attnmem.models.rnn import RNN
+
+torch.set_num_threads(1)
+
+PAD, BOS, EOS, A, B = 0, 1, 2, 3, 4
+
+
+class Table(nn.Module):
+    """A fake model whose next-token probabilities depend on the previous token only, from a fixed table."""
+
+    def __init__(self, table: dict[int, dict[int, float]], vocab: int = 5) -> None:
+        super().__init__()
+        self.logp = torch.full((vocab, vocab), -1e9)
+        for prev, probs in table.items():
+            for token, p in probs.items():
+                self.logp[prev, token] = math.log(p)
+
+    def encode(self, src: Tensor) -> dict[str, Tensor]:
+        return {"src": src}
+
+    def decode_step(self, state: dict[str, Tensor], tokens: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+        return self.logp[tokens], state
+
+
+# greedy takes A (0.6) and then at best 0.4: p(A eos) = 0.24; B (0.4) then eos (0.9) is better: 0.36
+TRAP = {BOS: {A: 0.6, B: 0.4}, A: {EOS: 0.4, A: 0.3, B: 0.3}, B: {EOS: 0.9, A: 0.05, B: 0.05}}
+
+
+def test_beam_of_two_escapes_the_greedy_first_choice():
+    model, src = Table(TRAP), torch.zeros(3, 2, dtype=torch.long)
+    args = {"max_len": 5, "bos_id": BOS, "eos_id": EOS}
+    assert decode.greedy(model, src, **args).tolist() == [[A, EOS]] * 3
+    assert decode.beam(model, src, 2, **args).tolist() == [[B, EOS]] * 3
+    assert decode.beam(model, src, 1, **args).tolist() == [[A, EOS]] * 3
+
+
+def test_finished_hypotheses_pad_and_length_normalisation_prefers_the_longer_one():
+    # with 4 steps the beam ends holding B eos (0.5 * 0.8 = 0.4, 2 tokens) and A A A A (0.5 * 0.9^3 = 0.3645)
+    table = {BOS: {A: 0.5, B: 0.5}, A: {A: 0.9, EOS: 0.1}, B: {EOS: 0.8, A: 0.2}}
+    model, src = Table(table), torch.zeros(1, 1, dtype=torch.long)
+    args = {"max_len": 4, "bos_id": BOS, "eos_id": EOS}
+    assert decode.beam(model, src, 2, **args).tolist() == [[B, EOS, PAD, PAD]]
+    # per-token average: log(0.3645)/4 = -0.252 > log(0.4)/2 = -0.458
+    assert decode.beam(model, src, 2, length_penalty=1.0, **args).tolist() == [[A, A, A, A]]
+
+
+def models() -> list[nn.Module]:
+    torch.manual_seed(0)
+    attn = AttnRNN(src_vocab_size=9, tgt_vocab_size=9, score=functools.partial(Additive), hidden_size=16, embed_dim=8)
+    plain = RNN(family="seq2seq", src_vocab_size=9, tgt_vocab_size=9, hidden_size=16, embed_dim=8, cell="gru")
+    for model in (attn, plain):
+        for p in model.parameters():
+            nn.init.normal_(p, std=1.0)  # confident, varied choices: sequences end at different steps
+    return [attn.eval(), plain.eval()]
+
+
+@pytest.mark.parametrize("model", models(), ids=["attn_rnn", "rnn"])
+def test_beam_size_one_equals_greedy_exactly(model):
+    src = torch.randint(4, 9, (16, 7))
+    src[::2, 4:] = PAD
+    args = {"max_len": 12, "bos_id": BOS, "eos_id": EOS}
+    greedy = decode.greedy(model, src, **args)
+    assert torch.equal(decode.beam(model, src, 1, **args), greedy)
+    ended = (greedy == EOS).any(1)
+    assert ended.any() and not ended.all()  # some rows stop early, others run to max_len
+
+
+def test_beam_returns_a_sequence_at_least_as_probable_as_greedy():
+    model, src = models()[0], torch.randint(4, 9, (8, 6))
+    args = {"max_len": 10, "bos_id": BOS, "eos_id": EOS}
+
+    def logp(seqs: Tensor) -> Tensor:
+        state, tokens, total = model.encode(src), torch.full((8,), BOS), torch.zeros(8)
+        alive = torch.ones(8, dtype=torch.bool)
+        for t in range(seqs.shape[1]):
+            logits, state = model.decode_step(state, tokens)
+            total += torch.log_softmax(logits, -1).gather(1, seqs[:, t : t + 1]).squeeze(1) * alive
+            alive &= seqs[:, t] != EOS
+            tokens = seqs[:, t]
+        return total
+
+    assert (logp(decode.beam(model, src, 4, **args)) >= logp(decode.greedy(model, src, **args)) - 1e-5).all()
+
+
+def test_beam_size_below_one_names_the_option():
+    with pytest.raises(ValueError, match="decode.beam_size must be >= 1, got 0"):
+        decode.beam(Table(TRAP), torch.zeros(1, 1, dtype=torch.long), 0, max_len=3, bos_id=BOS, eos_id=EOS)
