@@ -13,8 +13,16 @@ def configure(
     optimizer: Callable[..., torch.optim.Optimizer],
     scheduler: Callable[..., Any] | None,
 ) -> torch.optim.Optimizer | dict[str, Any]:
-    """The optimizer over `params` and, when one is configured, its scheduler (stepped per epoch)."""
+    """The optimizer over `params` and, when one is configured, its scheduler.
+
+    A scheduler is stepped per epoch, unless its factory returns Lightning's scheduler dict itself
+    (`{"scheduler": ..., "interval": "step"}`, as `attnmem.tasks.schedules.noam` does).
+    """
     built = optimizer(params=params)
     if scheduler is None:
         return built
-    return {"optimizer": built, "lr_scheduler": {"scheduler": scheduler(optimizer=built)}}
+    lr_scheduler = scheduler(optimizer=built)
+    return {
+        "optimizer": built,
+        "lr_scheduler": lr_scheduler if isinstance(lr_scheduler, dict) else {"scheduler": lr_scheduler},
+    }
