@@ -18,6 +18,17 @@ SHARED_BABI = ROOT.parent / "shared" / "data" / "babi"
 
 torch.set_num_threads(1)
 
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip the tests marked `gpu` on a machine without a CUDA GPU."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if item.get_closest_marker("gpu"):
+            item.add_marker(skip)
+
+
 # tiny, fast settings for tests that train: no progress bar, no early stop, csv logger only
 FAST = [
     "trainer.enable_progress_bar=false",

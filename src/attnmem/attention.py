@@ -13,7 +13,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["Additive", "Bilinear", "Cosine", "Dot", "MultiHead", "ScaledDot", "attend"]
+from attnmem.models.float32 import in_float32
+
+__all__ = ["Additive", "Bilinear", "Cosine", "Dot", "MultiHead", "ScaledDot", "attend", "softmax"]
+
+
+def softmax(scores: Tensor, dim: int = -1) -> Tensor:
+    """Softmax in at least float32: under mixed precision, bf16/fp16 scores give float32 weights that sum to 1."""
+    return torch.softmax(scores, dim=dim, dtype=torch.promote_types(scores.dtype, torch.float32))
 
 
 def _check_dims(name: str, query_dim: int, key_dim: int, *, equal: bool) -> None:
@@ -76,9 +83,60 @@ class Additive(nn.Module):
         self.v = nn.Linear(hidden_dim, 1, bias=False)
 
     def forward(self, query: Tensor, keys: Tensor) -> Tensor:
-        q = self.query_proj(query).unsqueeze(2)  # (B, Tq, 1, H)
-        k = self.key_proj(keys).unsqueeze(1)  # (B, 1, Tk, H)
-        return self.v(torch.tanh(q + k)).squeeze(-1)  # (B, Tq, Tk)
+        q, k = self.query_proj(query), self.key_proj(keys)  # (..., Tq, H), (..., Tk, H)
+        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+        q = q.expand(*batch, *q.shape[-2:]).reshape(-1, *q.shape[-2:])  # (B, Tq, H)
+        k = k.expand(*batch, *k.shape[-2:]).reshape(-1, *k.shape[-2:]).to(q.dtype)  # (B, Tk, H)
+        scores = _AdditiveScores.apply(q, k, self.v.weight.squeeze(0).to(q.dtype))  # (B, Tq, Tk)
+        return scores.view(*batch, *scores.shape[-2:])
+
+
+# elements of one (B, Tq, keys, H) chunk of tanh(Wq + Uk): 4 MB in float32 stays in a CPU's cache
+ADDITIVE_CHUNK_ELEMENTS = 2**20
+
+
+class _AdditiveScores(torch.autograd.Function):
+    """vᵀ tanh(q + k) over key chunks, recomputing tanh in backward: the (B, Tq, Tk, H) tensor is never whole.
+
+    Backward uses d tanh = 1 - tanh², so with P = g · tanh² both input gradients are sums of P:
+    dq = v ⊙ (Σ_k g - Σ_k P), dk = v ⊙ (Σ_q g - Σ_q P), dv = Σ g · tanh.
+    """
+
+    @staticmethod
+    def forward(ctx, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        ctx.save_for_backward(q, k, v)
+        scores = q.new_empty(*q.shape[:-1], k.shape[-2])  # (B, Tq, Tk)
+        for j, t in _tanh_chunks(q, k):
+            scores[:, :, j : j + t.shape[2]] = t @ v
+        return scores
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:
+        q, k, v = ctx.saved_tensors
+        sum_q, sum_k = torch.zeros_like(q), torch.empty_like(k)  # Σ_k P (B, Tq, H), Σ_q P (B, Tk, H)
+        dv = torch.zeros_like(v)
+        for j, t in _tanh_chunks(q, k):
+            g = grad[:, :, j : j + t.shape[2]]  # (B, Tq, c)
+            dv += g.reshape(-1) @ t.reshape(-1, t.shape[-1])
+            p = t.mul_(t).mul_(g.unsqueeze(-1))  # (B, Tq, c, H)
+            sum_q += p.sum(2)
+            sum_k[:, j : j + t.shape[2]] = p.sum(1)
+        dq = v * (grad.sum(2).unsqueeze(-1) - sum_q) if ctx.needs_input_grad[0] else None
+        dk = v * (grad.sum(1).unsqueeze(-1) - sum_k) if ctx.needs_input_grad[1] else None
+        return dq, dk, dv
+
+
+def _tanh_chunks(q: Tensor, k: Tensor):
+    """Yield (first key, tanh(q + k) for a chunk of keys (B, Tq, c, H)), reusing one buffer."""
+    b, tq, h = q.shape
+    tk = k.shape[1]
+    c = max(1, min(tk, ADDITIVE_CHUNK_ELEMENTS // max(1, b * tq * h)))
+    buffer = q.new_empty(b, tq, c, h)
+    for j in range(0, tk, c):
+        t = buffer[:, :, : min(c, tk - j)]
+        torch.add(q.unsqueeze(2), k[:, j : j + c].unsqueeze(1), out=t)
+        yield j, t.tanh_()
 
 
 class Cosine(nn.Module):
@@ -107,6 +165,7 @@ class Cosine(nn.Module):
         """The current temperature β."""
         return self.log_beta.exp()
 
+    @in_float32  # β (or the NTM's key strength) multiplies it: 16-bit rounding would be amplified
     def similarity(self, query: Tensor, keys: Tensor) -> Tensor:
         """Cosine similarity K[q, k] in [-1, 1], without the temperature."""
         q = query / query.norm(dim=-1, keepdim=True).clamp_min(self.eps)  # (B, Tq, D)
@@ -135,18 +194,18 @@ def attend(
             and returns `None` for the weights.
 
     Returns:
-        `(context (B, Tq, Dv), weights (B, Tq, Tk) or None)`.
+        `(context (B, Tq, Dv), weights (B, Tq, Tk) or None)`; the weights are at least float32.
     """
     if not need_weights and type(score) is ScaledDot:
         return _fast_scaled_dot(query, keys, values, mask), None
     scores = score(query, keys)  # (B, Tq, Tk)
     if mask is None:
-        weights = torch.softmax(scores, dim=-1)
+        weights = softmax(scores)
     else:
         mask = mask.expand_as(scores)
         scores = scores.masked_fill(~mask, float("-inf"))
         # a fully masked row would be NaN after softmax: give it zeros instead
-        weights = torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0)
+        weights = softmax(scores).masked_fill(~mask, 0.0)
     context = weights @ values  # (B, Tq, Dv)
     return context, weights
 

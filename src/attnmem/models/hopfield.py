@@ -9,6 +9,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from attnmem.models.float32 import in_float32
+
 __all__ = ["Hopfield", "Retrieval", "async_sweep", "energy", "hebbian", "sync_step"]
 
 UPDATES = ("async", "sync")
@@ -131,6 +133,7 @@ class Hopfield(nn.Module):
         self.register_buffer("stored", torch.tensor(False))
 
     @torch.no_grad()
+    @in_float32  # w_ij = (1/N) Σ xᵢxⱼ rounded to 16 bits would shift every field
     def store(self, patterns: Tensor) -> None:
         """Store `patterns (K, N)` in {-1, +1} by the Hebbian rule (replacing what was stored)."""
         if patterns.shape[-1] != self.size:
@@ -146,6 +149,7 @@ class Hopfield(nn.Module):
         return self.retrieve(batch["probes"])
 
     @torch.no_grad()
+    @in_float32  # a field near 0 must keep its sign, and the energy must not rise by rounding
     def retrieve(self, probes: Tensor) -> Retrieval:
         """Run the updates from `probes (B, N)` until no probe changes or `max_steps`."""
         states = probes.to(self.weights.dtype).clone()  # (B, N); masked units (0) take a sign at their update

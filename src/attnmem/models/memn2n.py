@@ -10,7 +10,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from torch import Tensor, nn
 
-from attnmem.attention import attend
+from attnmem.attention import attend, softmax
 from attnmem.models.output import Output
 
 __all__ = ["LinearStart", "MemN2N", "position_encoding"]
@@ -170,7 +170,7 @@ class MemN2N(nn.Module):
         empty = (self.memory_size - mask.sum(-1, keepdim=True)).clamp_min(0)  # (B, 1, 1)
         nothing = score(u, torch.zeros_like(m[:, :1])) + empty.log()  # (B, 1, 1); log 0 = -inf
         scores = torch.cat([score(u, m).masked_fill(~mask, -math.inf), nothing], dim=-1)  # (B, 1, S + 1)
-        weights = torch.softmax(scores, dim=-1)[..., :-1]  # (B, 1, S); empty slots read zeros
+        weights = softmax(scores)[..., :-1]  # (B, 1, S); empty slots read zeros
         return weights @ c, weights
 
     @property

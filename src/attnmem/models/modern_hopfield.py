@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from attnmem.attention import attend
+from attnmem.models.float32 import in_float32
 from attnmem.models.hopfield import Retrieval
 
 __all__ = ["HopfieldLayer", "HopfieldPooling", "ModernHopfield", "Tempered"]
@@ -29,6 +30,7 @@ class Tempered(nn.Module):
             raise ValueError(f"beta must be > 0, got {beta}")
         self.score, self.beta = score, beta
 
+    @in_float32  # a large β would amplify 16-bit rounding of the scores
     def forward(self, query: Tensor, keys: Tensor) -> Tensor:
         return self.beta * self.score(query, keys)  # (B, Tq, Tk)
 
@@ -68,6 +70,7 @@ class ModernHopfield(nn.Module):
         self.patterns.copy_(patterns)
         self.stored.fill_(True)
 
+    @in_float32  # the log-sum-exp and ½ξᵀξ are sums over many terms
     def energy(self, states: Tensor) -> Tensor:
         """E(ξ) of `states (B, N)`: (B,)."""
         memory = self.patterns.unsqueeze(0)  # (1, K, N)
@@ -91,7 +94,7 @@ class ModernHopfield(nn.Module):
         steps = torch.zeros(states.shape[0], dtype=torch.long, device=states.device)
         for _ in range(self.update_steps):
             new, weights = attend(states.unsqueeze(0), memory, memory, self.score)  # (1, B, N), (1, B, K)
-            new = new.squeeze(0)
+            new = new.squeeze(0).to(states.dtype)  # the states stay float32 under mixed precision
             moving = (new - states).norm(dim=-1) >= self.eps  # (B,)
             steps += moving
             states = new

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnmem.models.float32 import in_float32
 from attnmem.models.output import Output
 
 __all__ = ["NTM", "content_weights", "interpolate", "read", "sharpen", "shift", "write"]
@@ -126,6 +127,7 @@ class NTM(nn.Module):
             self.register_buffer("initial_memory", torch.full((n, m), 1e-6) if memory_init == "constant"
                                  else torch.randn(n, m) * 0.5)
 
+    @in_float32  # β and the sharpening power γ amplify 16-bit rounding, and the weightings recur every step
     def address(self, params: Tensor, memory: Tensor, previous: Tensor) -> Tensor:
         """Weightings (B, H, N) of all heads from their `params (B, H, head_size)` (§3.3, Figure 2)."""
         m = self.memory_width
