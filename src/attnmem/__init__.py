@@ -1,3 +1,15 @@
 """attnmem: config-driven experiments with attention and external-memory models."""
 
+from typing import Any
+
 __version__ = "0.1.0"
+__all__ = ["load_run"]
+
+
+def __getattr__(name: str) -> Any:
+    # `attnmem.load_run` imports torch and Lightning on first use, so `import attnmem` stays light
+    if name == "load_run":
+        from attnmem.load import load_run
+
+        return load_run
+    raise AttributeError(f"module 'attnmem' has no attribute {name!r}")

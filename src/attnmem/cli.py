@@ -4,23 +4,64 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
+from collections.abc import Callable
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import CompactHydraException, MissingConfigException, OverrideParseException
 from hydra.types import RunMode
 from omegaconf import DictConfig
+from omegaconf.errors import MissingMandatoryValue
 
-from attnmem import run
+from attnmem import distributed, run
 from attnmem.errors import UserError
+
+# the user's HYDRA_FULL_ERROR=1 asks for tracebacks; `entry` sets that variable for Hydra, so this one keeps theirs
+FULL_ERROR = "ATTNMEM_FULL_ERROR"
+# conf/hydra/launcher/*.yaml set this project's defaults on the launcher plugins' configs of the same names;
+# Hydra checks them against the plugins' schemas (wanted: a typo fails) and warns that it does so
+warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/\w+' is validated against ConfigStore schema")
+
+
+def entry(main: Callable[[], Any]) -> Any:
+    """Call a `@hydra.main` function; Hydra's config errors (unknown option, key or syntax) print as one line."""
+    os.environ.setdefault(FULL_ERROR, os.environ.get("HYDRA_FULL_ERROR", "0"))
+    if os.environ[FULL_ERROR] == "1":
+        return main()
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra raises its errors instead of printing them over many lines
+    try:
+        return main()
+    except CompactHydraException as err:
+        print(f"error: {one_line(err)}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def one_line(err: CompactHydraException) -> str:
+    """Hydra's message on one line; an unknown group option lists the group's options."""
+    if isinstance(err, MissingConfigException) and err.missing_cfg_file and err.options:
+        group, _, name = err.missing_cfg_file.rpartition("/")
+        return (
+            f"{group}={name}: no such option; choose {group}={'|'.join(err.options)}, or add {group}/{name}.yaml "
+            "to conf/ or to a folder on hydra.searchpath"
+        )
+    text = " ".join(str(err).split())
+    if isinstance(err, OverrideParseException):
+        return f"{err.override}: {text}"
+    cause = err.__cause__
+    return f"{text} ({' '.join(str(cause).split()[:12])})" if cause and str(cause) not in str(err) else text
 
 
 def guarded(cfg: DictConfig, entry: str) -> Any:
     """Run `attnmem.run.<entry>(cfg)`; print a user error as one line and exit 1 (a multirun goes on)."""
     try:
-        return getattr(run, entry)(cfg)
-    except (UserError, ValueError) as err:
-        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+        with distributed.job_scope():
+            return getattr(run, entry)(cfg)
+    except (UserError, ValueError, MissingMandatoryValue) as err:
+        if os.environ.get(FULL_ERROR, os.environ.get("HYDRA_FULL_ERROR")) == "1":
             raise
+        if isinstance(err, MissingMandatoryValue):  # a `???` in the yaml that the command line did not fill
+            err = f"{err.full_key} needs a value (??? in the config): pass {err.full_key}=..."
         print(f"error: {err}", file=sys.stderr)
         if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
             return None

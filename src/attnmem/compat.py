@@ -1,0 +1,58 @@
+"""The model × data compatibility table, from the classes' families: `python -m attnmem.compat [--update README.md]`.
+
+A model class declares `families`, a datamodule class its `family`; a model trains on data of its families.
+Run from the repository root (it reads `conf/model/*.yaml` and `conf/data/*.yaml`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from hydra.utils import get_class
+from omegaconf import OmegaConf
+
+from attnmem.atomic import write_text
+
+START, END = "<!-- compat:start -->", "<!-- compat:end -->"
+
+
+def _classes(conf: Path, group: str) -> dict[str, type]:
+    """Option name -> the class its yaml's `_target_` names."""
+    return {p.stem: get_class(OmegaConf.load(p)._target_) for p in sorted((conf / group).glob("*.yaml"))}
+
+
+def table(conf: Path = Path("conf")) -> str:
+    """A markdown table: each model option, its families, and the data options whose family it serves."""
+    models, data = _classes(conf, "model"), _classes(conf, "data")
+    lines = ["| model | families | data |", "|---|---|---|"]
+    for name, cls in models.items():
+        fits = [f"`{d}`" for d, c in data.items() if c.family in cls.families]
+        lines.append(f"| `{name}` | {', '.join(cls.families)} | {', '.join(fits)} |")
+    return "\n".join(lines)
+
+
+def update(path: Path, conf: Path = Path("conf")) -> None:
+    """Replace the table between the compat markers in `path` with the current one."""
+    text = path.read_text()
+    head, start, rest = text.partition(START)
+    _, end, tail = rest.partition(END)
+    if not start or not end:
+        raise SystemExit(f"{path}: no {START} ... {END} markers to put the table between")
+    write_text(path, f"{head}{START}\n{table(conf)}\n{END}{tail}")
+
+
+def main() -> None:
+    """Print the table, or write it into a markdown file between the compat markers."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--update", type=Path, help="markdown file to update in place (e.g. README.md)")
+    parser.add_argument("--conf", type=Path, default=Path("conf"), help="config folder (default: conf)")
+    args = parser.parse_args()
+    if args.update:
+        update(args.update, args.conf)
+    else:
+        print(table(args.conf))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""Use a finished run: its model with the best checkpoint's weights, its datamodule and vocabulary, its config."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import lightning as L
+import torch
+from omegaconf import DictConfig, OmegaConf
+from torch import Tensor, nn
+
+from attnmem import checkpoint, run
+from attnmem.data.babi import tokenize
+from attnmem.data.babi_tensors import Example, vectorize
+from attnmem.errors import UserError
+
+
+class LoadedRun(NamedTuple):
+    """A finished run, ready for inference: `model, datamodule, cfg = load_run(run_dir)`."""
+
+    model: nn.Module  # in eval mode, the best checkpoint's weights
+    datamodule: L.LightningDataModule  # set up, with the checkpoint's vocabulary
+    cfg: DictConfig  # the run's composed config (.hydra/config.yaml)
+
+
+def load_run(run_dir: str | Path) -> LoadedRun:
+    """Rebuild a finished run's model (best checkpoint), datamodule and config from its run directory."""
+    run_dir = Path(run_dir)
+    config = run_dir / ".hydra" / "config.yaml"
+    if not config.is_file() or not (run_dir / "metrics.json").is_file():
+        raise UserError(
+            f"{run_dir} is not a finished run (it needs .hydra/config.yaml and metrics.json): pass the "
+            "directory of a run train.py completed"
+        )
+    cfg = OmegaConf.load(config)
+    state = checkpoint.load(best_checkpoint(run_dir))
+    family = run.check_compatible(cfg)
+    datamodule = run.instantiate(cfg.data)
+    datamodule.load_state_dict(state.get(type(datamodule).__qualname__, {}))
+    datamodule.prepare_data()
+    datamodule.setup("fit")
+    model = run.build_model(cfg.model, cfg.attention, datamodule.dims, family)
+    # the family module holds the model as `net`; its own buffers are metric sums, not needed here
+    model.load_state_dict({k.removeprefix("net."): v for k, v in state["state_dict"].items() if k.startswith("net.")})
+    return LoadedRun(model.eval(), datamodule, cfg)
+
+
+def best_checkpoint(run_dir: Path) -> Path:
+    """The run's best checkpoint, as its `last.ckpt` records it; `last.ckpt` itself when that file is gone."""
+    last = run_dir / "checkpoints" / "last.ckpt"
+    if not last.is_file():
+        raise UserError(f"{run_dir} has no checkpoints/last.ckpt (a debug=fdr run saves none): train without debug=fdr")
+    callbacks: dict[str, Any] = checkpoint.load(last).get("callbacks", {})
+    best = next((s["best_model_path"] for s in callbacks.values() if s.get("best_model_path")), None)
+    # a moved run directory: the recorded absolute path is stale, the file name is not
+    candidate = last.parent / Path(best).name if best else last
+    return candidate if candidate.is_file() else last
+
+
+@torch.no_grad()
+def qa_batch(datamodule: Any, story: Sequence[str], question: str) -> dict[str, Tensor]:
+    """A story typed as sentences and its question as a batch of one, in a qa datamodule's vocabulary."""
+    example = Example(
+        story=tuple(tokenize(s) for s in story),
+        query=tokenize(question),
+        answer="",
+        supports=(),
+        task=0,
+        story_id=0,
+        story_key="",
+    )
+    shape = datamodule.state_dict()  # the widths the model was trained with
+    tensors = vectorize(
+        [example],
+        datamodule.vocab,
+        datamodule.answers,
+        memory_size=shape["memory_size"],
+        sentence_len=shape["sentence_len"],
+        query_len=shape["query_len"],
+    )
+    return {k: v.long() for k, v in tensors.items()}

@@ -1,0 +1,53 @@
+"""The README's model × data table is the one the code gives; user configs are found on Hydra's search path."""
+
+from __future__ import annotations
+
+from conftest import CONF, ROOT
+
+from attnmem import compat, run
+
+
+def test_readme_holds_the_current_compatibility_table():
+    readme = (ROOT / "README.md").read_text()
+    assert f"{compat.START}\n{compat.table(CONF)}\n{compat.END}" in readme, (
+        "README.md's model/data table is stale: run `python -m attnmem.compat --update README.md`"
+    )
+
+
+def test_table_marks_exactly_the_pairs_whose_families_meet():
+    rows = {line.split("|")[1].strip(" `"): line.split("|")[3] for line in compat.table(CONF).splitlines()[2:]}
+    assert "`babi_gen`" in rows["memn2n"] and "`copy`" not in rows["memn2n"]
+    assert "`copy`" in rows["ntm"] and "`babi`" not in rows["ntm"]
+
+
+def test_update_rewrites_only_between_the_markers(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(f"intro\n{compat.START}\nold table\n{compat.END}\noutro\n")
+    compat.update(page, CONF)
+    assert page.read_text() == f"intro\n{compat.START}\n{compat.table(CONF)}\n{compat.END}\noutro\n"
+
+
+def test_user_configs_outside_the_repository_via_the_search_path(compose_cfg, tmp_path):
+    mine = tmp_path / "my_conf"
+    (mine / "model").mkdir(parents=True)
+    (mine / "experiment").mkdir()
+    (mine / "model" / "my_memn2n.yaml").write_text("defaults:\n  - memn2n\n  - _self_\n\nhops: 1\nembed_dim: 8\n")
+    (mine / "experiment" / "my_recipe.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - override /model: my_memn2n\n\nname: my_recipe\noptimizer:\n  lr: 0.01\n"
+    )
+    search = f"hydra.searchpath=[file://{mine}]"
+    cfg = compose_cfg(search, "model=my_memn2n")
+    assert cfg.model._target_ == "attnmem.models.memn2n.MemN2N" and cfg.model.hops == 1 and cfg.model.embed_dim == 8
+    assert cfg.data._target_.endswith("BabiGenDataModule")  # memn2n's natural data, inherited
+    cfg = compose_cfg(
+        search,
+        "experiment=my_recipe",
+        "data.num_train=60",
+        "data.num_val=20",
+        "data.num_test=20",
+        "debug=fdr",
+        "trainer.enable_progress_bar=false",
+    )
+    assert cfg.name == "my_recipe" and cfg.optimizer.lr == 0.01 and cfg.model.hops == 1
+    run.train(cfg)
+    assert (tmp_path / "run" / "metrics.json").is_file()

@@ -1,0 +1,64 @@
+"""`attnmem.load_run` and the README's example of answering a typed bAbI story with a trained MemN2N."""
+
+from __future__ import annotations
+
+import json
+import re
+import runpy
+
+import pytest
+import torch
+from conftest import FAST, ROOT
+
+import attnmem
+from attnmem.load import best_checkpoint
+
+TINY = [
+    *FAST,
+    "data.num_train=200",
+    "data.num_val=60",
+    "data.num_test=20",
+    "data.batch_size=32",
+    "trainer.max_epochs=4",
+]
+
+
+def _readme_example() -> str:
+    text = (ROOT / "README.md").read_text()
+    return re.search(r"<!-- example:load_run -->\n```python\n(.*?)```", text, re.S)[1]
+
+
+def test_load_run_returns_the_best_weights_vocabulary_and_config(compose_cfg, tmp_path):
+    from attnmem import run
+
+    run.train(compose_cfg(*TINY))
+    out = tmp_path / "run"
+    model, datamodule, cfg = attnmem.load_run(out)
+    assert cfg.model.hops == 3 and not model.training
+    assert datamodule.vocab[:2] == ["<pad>", "<unk>"] and "mary" in datamodule.vocab
+    correct = total = 0
+    with torch.no_grad():
+        for batch in datamodule.val_dataloader():
+            correct += int((model(batch).pred.argmax(-1) == batch["answer"]).sum())
+            total += len(batch["answer"])
+    # the best checkpoint's weights: the validation accuracy the run reported for it
+    assert correct / total == pytest.approx(json.loads((out / "metrics.json").read_text())["val/acc"], abs=1e-6)
+    assert best_checkpoint(out).name.startswith("epoch")
+
+
+def test_readme_example_answers_a_typed_story(compose_cfg, tmp_path, capsys):
+    from attnmem import run
+
+    run.train(compose_cfg(*TINY))
+    code = re.sub(r'run_dir = ".*?"', f'run_dir = "{tmp_path / "run"}"', _readme_example())
+    script = tmp_path / "example.py"
+    script.write_text(code)
+    capsys.readouterr()
+    runpy.run_path(str(script), run_name="__main__")
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert re.fullmatch(r"answer: (bathroom|bedroom|garden|hallway|kitchen|office)", lines[0]), lines
+    assert len(lines) == 4  # one row per story sentence
+    for line, sentence in zip(lines[1:], ["Mary moved", "John went", "Mary travelled"]):
+        assert line.startswith(sentence)
+        weights = [float(w) for w in line.split()[-3:]]  # one weight per hop
+        assert all(0 <= w <= 1 for w in weights)
