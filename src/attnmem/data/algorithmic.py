@@ -10,6 +10,7 @@ Batches are right-padded; `mask (B, T)` is True on each example's output phase.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -236,8 +237,9 @@ class EpochSampler(Sampler[int]):
     def __len__(self) -> int:
         return self.steps
 
-    def __iter__(self):
-        return iter(range(self.epoch * self.steps, (self.epoch + 1) * self.steps))
+    def __iter__(self) -> Iterator[int]:
+        # a generator reads the epoch at the first batch: a resumed run makes its first iterator before set_epoch
+        yield from range(self.epoch * self.steps, (self.epoch + 1) * self.steps)
 
 
 class AlgorithmicDataModule(L.LightningDataModule):

@@ -1,0 +1,244 @@
+"""Run a W&B sweep file (`sweeps/*.yaml`) locally as Hydra jobs, and summarise a finished sweep.
+
+    python -m attnmem.sweep sweeps/memn2n_hops.yaml [--dry-run] [--launcher joblib] [--resume DIR] [key=value ...]
+    python -m attnmem.sweep report DIR | export.csv --sweep sweeps/X.yaml
+
+`grid` runs the grid, `random` `run_cap` points drawn (seeded) here, `bayes` Hydra's Optuna sweeper with
+`run_cap` trials. Jobs go through Hydra's launcher (the basic one runs them in this process: one import
+for the whole sweep) into `outputs/sweeps/<name>/<date>_<time>/<job>/`, with the overrides `wandb agent`
+would pass (`${args_no_hyphens}`), so a local job and a W&B job run the same config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.plugins import Plugins
+from hydra.core.utils import JobStatus
+from hydra.types import HydraContext, RunMode
+from hydra.utils import to_absolute_path
+from omegaconf import DictConfig, OmegaConf
+
+from attnmem import cli, sweep_report
+from attnmem.errors import UserError
+from attnmem.sweep_spec import args_no_hyphens, first_point, grid_points, load_spec, optuna_overrides, random_points
+
+# train.py's @hydra.main(config_path="conf", config_name="train"), found beside the sweep file's program
+CONFIG_PATH, CONFIG_NAME = "conf", "train"
+SPEC_FILE = "sweep.yaml"
+_ABSENT = object()
+
+
+def check_names(spec: dict[str, Any], path: Path, extra: list[str]) -> None:
+    """Every parameter must be a config group or a key of the composed config (or use Hydra's +/~ syntax)."""
+    loader = GlobalHydra.instance().config_loader()
+    groups = {k: v for k, v in first_point(spec).items() if loader.get_group_options(k)}
+    try:  # the groups' choices decide which keys exist; a bad extra override is reported with the jobs
+        cfg = compose(CONFIG_NAME, overrides=args_no_hyphens(groups) + extra)
+    except Exception:  # noqa: BLE001 - check_jobs names the failing job with Hydra's message
+        return
+    for name in spec["parameters"]:
+        if name[0] in "+~" or name.startswith("hydra") or name in groups:
+            continue
+        if OmegaConf.select(cfg, name, default=_ABSENT) is _ABSENT:
+            raise UserError(f"{path}: parameters.{name}: not a config key or group of {CONFIG_NAME}.yaml")
+
+
+def check_jobs(jobs: list[list[str]], path: Path) -> None:
+    """Compose every job with Hydra's compose API, so a bad value stops the sweep before any job runs."""
+    for i, job in enumerate(jobs):
+        try:
+            compose(CONFIG_NAME, overrides=job)
+        except Exception as err:  # Hydra raises several types; all mean this job's overrides do not compose
+            raise UserError(f"{path}: job {i} ({' '.join(job)}): {str(err).splitlines()[0]}") from None
+
+
+def train_job(cfg: DictConfig) -> Any:
+    """One sweep job: what train.py's main does (a picklable function, so joblib can send it)."""
+    return cli.guarded(cfg, "train")
+
+
+def _launch(jobs: list[list[str]], base: list[str]) -> list[Any]:
+    # Hydra's own multirun without its sweeper: our job list is explicit (a sampled or partly done grid),
+    # and a failed job is recorded, not raised, so the others still run
+    hydra = GlobalHydra.instance().hydra
+    cfg = hydra.compose_config(CONFIG_NAME, overrides=base, run_mode=RunMode.MULTIRUN, with_log_configuration=True)
+    context = HydraContext(config_loader=hydra.config_loader, callbacks=_callbacks(cfg))
+    launcher = Plugins.instance().instantiate_launcher(hydra_context=context, task_function=train_job, config=cfg)
+    return list(launcher.launch(jobs, initial_job_idx=0)) if jobs else []
+
+
+def _callbacks(cfg: DictConfig) -> Any:
+    from hydra._internal.callbacks import Callbacks  # Hydra's multirun builds the same, internally
+
+    return Callbacks(cfg)
+
+
+def _optuna(spec: dict[str, Any], base: list[str], extra: list[str], seed: int) -> None:
+    goal = spec["metric"]["goal"]
+    overrides = (
+        optuna_overrides(spec)
+        + extra
+        + base
+        + [
+            "hydra/sweeper=optuna",
+            f"hydra.sweeper.n_trials={spec['run_cap']}",
+            "hydra.sweeper.n_jobs=1",
+            f"hydra.sweeper.direction={goal}",
+            f"hydra.sweeper.sampler.seed={seed}",
+            f"hydra.sweeper.study_name={spec['name']}",
+            f"monitor={spec['metric']['name']}",
+            f"mode={'max' if goal == 'maximize' else 'min'}",
+        ]
+    )
+    try:
+        GlobalHydra.instance().hydra.multirun(CONFIG_NAME, train_job, overrides)
+    except Exception as err:  # the Optuna sweeper stops at a failed trial; the report lists what finished
+        print(f"error: the Optuna study stopped: {str(err).splitlines()[0]}", file=sys.stderr)
+
+
+def sweep_dir(spec: dict[str, Any], cfg: DictConfig) -> Path:
+    """`<paths.log_dir>/sweeps/<name>/<date>_<time>`."""
+    return (
+        Path(to_absolute_path(cfg.paths.log_dir))
+        / "sweeps"
+        / spec["name"]
+        / datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    )
+
+
+def plan(spec: dict[str, Any], seed: int, extra: list[str]) -> list[list[str]]:
+    """The jobs of a grid or random sweep as override lists (the overrides on the command line last)."""
+    points = grid_points(spec) if spec["method"] == "grid" else random_points(spec, seed)
+    return [args_no_hyphens(p) + extra for p in points]
+
+
+def run(
+    path: Path,
+    *,
+    launcher: str = "basic",
+    n_jobs: int = 2,
+    resume: Path | None = None,
+    dry_run: bool = False,
+    seed: int = 0,
+    extra: list[str] | None = None,
+) -> Path | None:
+    """Check the sweep file, run its jobs (the unfinished ones of `resume`), then write the report."""
+    spec, extra = load_spec(path), list(extra or [])
+    conf_dir = Path(spec["program"]).resolve().parent / CONFIG_PATH
+    if not conf_dir.is_dir():
+        raise UserError(f"{path}: program: no {CONFIG_PATH}/ beside {spec['program']}; run from the repository root")
+    with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3", job_name="train"):
+        if resume is not None:
+            spec, jobs, extra, seed = _resumed(resume, path)
+        else:
+            jobs = plan(spec, seed, extra) if spec["method"] != "bayes" else []
+        check_names(spec, path, extra)
+        check_jobs(jobs or [args_no_hyphens(first_point(spec)) + extra], path)
+        if dry_run:
+            _print_plan(spec, jobs, extra)
+            return None
+        out = resume or sweep_dir(spec, compose(CONFIG_NAME, overrides=extra))
+        pending = [i for i, _ in enumerate(jobs) if not (out / str(i) / "metrics.json").is_file()]
+        _save(out, path, spec, jobs, extra, seed)
+        base = ["hydra.mode=MULTIRUN", f"hydra.sweep.dir={out}"]
+        base += ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={n_jobs}"] if launcher == "joblib" else []
+        start = time.perf_counter()
+        if spec["method"] == "bayes":
+            _optuna(spec, base, extra, seed)
+        else:
+            print(f"sweep {spec['name']}: {len(pending)} of {len(jobs)} jobs to run into {out}")
+            returns = _launch([_job(jobs[i], i, out) for i in pending], base)
+            _print_failures(returns, pending)
+    print(f"sweep {spec['name']}: {time.perf_counter() - start:.0f} s")
+    sweep_report.report(out)
+    return out
+
+
+def _job(overrides: list[str], index: int, out: Path) -> list[str]:
+    # the job directory is its index in the full list, so a resumed sweep fills the same directories;
+    # a job that was killed after a checkpoint continues from it
+    resume = ["resume=auto"] if (out / str(index) / "checkpoints" / "last.ckpt").is_file() else []
+    return overrides + resume + [f"hydra.sweep.subdir={index}"]
+
+
+def _print_failures(returns: list[Any], indices: list[int]) -> None:
+    for i, ret in zip(indices, returns):
+        if ret.status == JobStatus.FAILED:
+            print(f"error: job {i} failed: {type(ret._return_value).__name__}: {ret._return_value}", file=sys.stderr)
+
+
+def _print_plan(spec: dict[str, Any], jobs: list[list[str]], extra: list[str]) -> None:
+    if spec["method"] == "bayes":
+        print(
+            f"python train.py -m hydra/sweeper=optuna hydra.sweeper.n_trials={spec['run_cap']} "
+            + " ".join(f"'{o}'" for o in optuna_overrides(spec) + extra)
+        )
+        return
+    for i, job in enumerate(jobs):
+        print(f"{i}: python {spec['program']} " + " ".join(f"'{o}'" if " " in o else o for o in job))
+    print(f"{len(jobs)} jobs")
+
+
+def _save(out: Path, path: Path, spec: dict[str, Any], jobs: list[list[str]], extra: list[str], seed: int) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    saved = {"file": str(path), "seed": seed, "overrides": extra, "spec": spec, "jobs": jobs}
+    (out / SPEC_FILE).write_text(yaml.safe_dump(saved, sort_keys=False))
+
+
+def _resumed(out: Path, path: Path) -> tuple[dict[str, Any], list[list[str]], list[str], int]:
+    saved_path = out / SPEC_FILE
+    if not saved_path.is_file():
+        raise UserError(f"--resume {out}: no {SPEC_FILE} there; is it a sweep directory?")
+    saved = yaml.safe_load(saved_path.read_text())
+    if saved["spec"]["name"] != load_spec(path)["name"]:
+        raise UserError(f"--resume {out}: made by sweep '{saved['spec']['name']}', not {path}")
+    if saved["spec"]["method"] == "bayes":
+        raise UserError(f"--resume {out}: a bayes (Optuna) sweep cannot be resumed; start a new one")
+    return saved["spec"], saved["jobs"], saved["overrides"], saved["seed"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: run a sweep file, or `report DIR`."""
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        if argv[:1] == ["report"]:
+            parser = argparse.ArgumentParser(prog="python -m attnmem.sweep report")
+            parser.add_argument("source", type=Path, help="a sweep directory, or a W&B runs export (.csv)")
+            parser.add_argument("--sweep", type=Path, help="the sweep file (needed for a CSV export)")
+            args = parser.parse_args(argv[1:])
+            sweep_report.report(args.source, sweep_file=args.sweep)
+            return
+        parser = argparse.ArgumentParser(prog="python -m attnmem.sweep", description=__doc__.splitlines()[0])
+        parser.add_argument("file", type=Path)
+        parser.add_argument("overrides", nargs="*", help="Hydra overrides added to every job (key=value)")
+        parser.add_argument("--dry-run", action="store_true", help="print the jobs and stop")
+        parser.add_argument("--launcher", choices=("basic", "joblib"), default="basic")
+        parser.add_argument("--n-jobs", type=int, default=2, help="parallel processes with --launcher joblib")
+        parser.add_argument("--resume", type=Path, help="a sweep directory: run its unfinished jobs")
+        parser.add_argument("--seed", type=int, default=0, help="seed of the random method's draws and of Optuna")
+        args = parser.parse_intermixed_args(argv)
+        run(
+            args.file,
+            launcher=args.launcher,
+            n_jobs=args.n_jobs,
+            resume=args.resume,
+            dry_run=args.dry_run,
+            seed=args.seed,
+            extra=args.overrides,
+        )
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+if __name__ == "__main__":
+    main()

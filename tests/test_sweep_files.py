@@ -1,0 +1,62 @@
+"""Every W&B sweep file in sweeps/ is well formed, and every job `wandb agent` would start composes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import CONF, ROOT
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import OmegaConf
+
+from attnmem import sweep_spec
+
+FILES = sorted((ROOT / "sweeps").glob("*.yaml"))
+
+
+def _points(spec: dict, groups: set[str]) -> list[dict]:
+    """Grid: every point, or when that is larger, every value of every parameter under every combination of
+    the group choices, the rest at their first value (compose checks keys, types and group options, which do
+    not depend on the other scalars). Random and bayes: run_cap seeded draws."""
+    params = spec["parameters"]
+    if spec["method"] != "grid":
+        return sweep_spec.random_points(spec, seed=0)
+    combos = sweep_spec.grid_points({"parameters": {k: p for k, p in params.items() if k in groups}})
+    first = sweep_spec.first_point(spec)
+    points = [
+        {**first, **combo, key: value}
+        for combo in combos
+        for key, p in params.items()
+        if key not in groups
+        for value in p.get("values", [p.get("value")])
+    ]
+    full = sweep_spec.grid_points(spec)
+    return full if len(full) <= len(points) else points  # the whole grid whenever it is no larger
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_every_job_of_the_sweep_file_composes(path: Path):
+    spec = sweep_spec.load_spec(path)
+    assert spec["program"] == "train.py"
+    assert spec["command"][-1] == "${args_no_hyphens}" and "${program}" in spec["command"]
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        groups = {k for k in spec["parameters"] if loader.get_group_options(k)}
+        for point in _points(spec, groups):
+            overrides = sweep_spec.args_no_hyphens(point)  # the exact strings wandb agent passes
+            try:
+                cfg = compose("train", overrides=overrides, return_hydra_config=True)
+            except Exception as err:  # any Hydra error: this job would fail under wandb agent
+                pytest.fail(f"{path.name}: {' '.join(overrides)}: {err}")
+            for key, value in point.items():
+                if key in groups:
+                    assert cfg.hydra.runtime.choices[key] == value, (key, overrides)
+                elif isinstance(value, (bool, int, float)):
+                    assert OmegaConf.select(cfg, key) == value, (key, overrides)
+    GlobalHydra.instance().clear()
+
+
+def test_the_sweep_files_of_the_issue_exist():
+    assert {"memn2n_scores", "memn2n_hops", "ntm_memory", "hopfield_capacity"} <= {p.stem for p in FILES}
