@@ -216,3 +216,97 @@ def capacity_curve(curves: dict[str, list[tuple[float, float, float]]], critical
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def coattention_heatmap(weights: Tensor, question: list[str], document: list[str], title: str) -> Figure:
+    """Coattention weights `(Lq, Ld)` as a heatmap, question words as rows, document words as columns."""
+    fig, ax = plt.subplots(figsize=(2.0 + 0.2 * len(document), 1.2 + 0.25 * len(question)))
+    ax.imshow(weights.numpy(), cmap="Blues", aspect="auto", interpolation="nearest")
+    ax.set_xticks(range(len(document)), document, rotation=90, fontsize=7)
+    ax.set_yticks(range(len(question)), question, fontsize=7)
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def pointer_iterations(start: Tensor, end: Tensor, document: list[str], answer: tuple[int, int], title: str) -> Figure:
+    """Start and end probabilities `(K, Ld)` over document words, one row per decoder iteration (Xiong et al.
+    2016, Figure 5); the reference span's first and last words are boxed."""
+    iterations = start.shape[0]
+    top = max(float(start.max()), float(end.max()), 1e-6)  # one colour scale for both panels, up to the largest p
+    fig, axes = plt.subplots(2, 1, figsize=(2.5 + 0.2 * len(document), 1.6 + 0.5 * iterations), sharex=True)
+    for ax, name, probs, mark in ((axes[0], "start", start, answer[0]), (axes[1], "end", end, answer[1])):
+        image = ax.imshow(probs.numpy(), cmap="Reds", vmin=0.0, vmax=top, aspect="auto", interpolation="nearest")
+        ax.set_yticks(range(iterations), [f"{name} {k + 1}" for k in range(iterations)], fontsize=7)
+        if 0 <= mark < len(document):
+            ax.add_patch(plt.Rectangle((mark - 0.5, -0.5), 1, iterations, fill=False, edgecolor="black", lw=1.2))
+    axes[1].set_xticks(range(len(document)), document, rotation=90, fontsize=7)
+    axes[0].set_title(title, fontsize=9)
+    fig.colorbar(image, ax=axes, fraction=0.02, pad=0.01, label="probability")
+    return fig
+
+
+def alignment_heatmap(weights: Tensor, source: list[str], target: list[str], title: str = "") -> Figure:
+    """Source tokens as columns, target tokens as rows, attention weight as grey level (Bahdanau et al. 2015, Fig. 3).
+
+    `weights (Lt, Ls)`; row t is the weighting used to predict target token t.
+    """
+    rows, cols = weights.shape
+    fig, ax = plt.subplots(figsize=(1.2 + 0.32 * cols, 1.0 + 0.32 * rows))
+    ax.imshow(weights.numpy(), cmap="gray", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+    ax.set_xticks(range(cols), source, rotation=90, fontsize=8)
+    ax.set_yticks(range(rows), target, fontsize=8)
+    ax.xaxis.tick_top()
+    ax.set_xlabel("source")
+    ax.set_ylabel("target")
+    if title:
+        ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def head_heatmaps(weights: Tensor, source: list[str], target: list[str], title: str = "") -> Figure:
+    """One source × target attention map per head, in a grid, from `weights (H, Lt, Ls)` (one layer)."""
+    heads, rows, cols = weights.shape
+    across = min(heads, 4)
+    down = -(-heads // across)
+    fig, axes = plt.subplots(down, across, figsize=(across * (1.0 + 0.22 * cols), down * (1.0 + 0.22 * rows)),
+                             squeeze=False)
+    for h, ax in enumerate(axes.flat):
+        if h >= heads:
+            ax.axis("off")
+            continue
+        ax.imshow(weights[h].numpy(), cmap="gray", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+        ax.set_xticks(range(cols), source, rotation=90, fontsize=6)
+        ax.set_yticks(range(rows), target if h % across == 0 else [], fontsize=6)
+        ax.set_title(f"head {h + 1}", fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def accuracy_by_length(buckets: dict[str, dict[str, float]], longer: dict[str, dict[int, float]],
+                       title: str = "") -> Figure:
+    """Left: token accuracy per source-length bucket within the trained range, one line per model
+    (`{model: {"41-50": acc}}`, the shape of Bahdanau et al. 2015's Figure 2); right: exact match on the
+    longer test lengths (`{model: {length: em}}`)."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 3.8))
+    for name, points in sorted(buckets.items()):
+        labels = sorted(points, key=lambda b: int(b.split("-")[0]))
+        left.plot(labels, [points[b] for b in labels], marker="o", label=name)
+    left.set_xlabel("source length")
+    left.set_ylabel("token accuracy (test)")
+    for name, points in sorted(longer.items()):
+        lengths = sorted(points)
+        right.plot([str(n) for n in lengths], [points[n] for n in lengths], marker="o", label=name)
+    right.set_xlabel("source length (longer than training)")
+    right.set_ylabel("exact match (test)")
+    for ax in (left, right):
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -20,7 +20,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
 from lightning.pytorch.loggers import WandbLogger
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from attnmem import console, manifest
+from attnmem import checkpoint, console, distributed, hardware, manifest, wandb_run
 from attnmem.atomic import write_json
 from attnmem.errors import UserError
 
@@ -28,6 +28,10 @@ from attnmem.errors import UserError
 warnings.filterwarnings("ignore", message=".*smaller than the logging interval.*")
 warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated.*")
 logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(lambda r: "litlogger" not in r.getMessage())
+# under DDP: the family modules log sums already reduced across processes (torchmetrics), and
+# distributed.split_batch says once what padding the evaluation splits costs
+warnings.filterwarnings("ignore", message=".*sync_dist=True.*when logging on epoch level.*")
+warnings.filterwarnings("ignore", message=".*Using `DistributedSampler` with the dataloaders.*")
 
 
 def setup(cfg: DictConfig) -> tuple[L.LightningDataModule, L.LightningModule, L.Trainer]:
@@ -39,10 +43,13 @@ def setup(cfg: DictConfig) -> tuple[L.LightningDataModule, L.LightningModule, L.
     with open_dict(cfg):
         cfg.monitor = cfg.monitor or task_cls.monitor
         cfg.mode = cfg.mode or task_cls.mode
+        cfg.trainer.precision = hardware.check(cfg.trainer)
     datamodule = instantiate(cfg.data)
     datamodule.prepare_data()
     datamodule.setup("fit")
     net = build_model(cfg.model, cfg.attention, datamodule.dims, family)
+    if (lr := cfg.optimizer.get("lr")) is not None and lr < 0:  # torch's own message does not name the option
+        raise ValueError(f"optimizer.lr must be >= 0, got {lr}: pass a learning rate such as optimizer.lr=0.001")
     module = task_cls(
         net,
         optimizer=instantiate(cfg.optimizer),
@@ -56,6 +63,8 @@ def setup(cfg: DictConfig) -> tuple[L.LightningDataModule, L.LightningModule, L.
     if not cfg.trainer.get("enable_progress_bar", True):
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
     trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    distributed.check_trainable(module, trainer.world_size)
+    distributed.split_batch(datamodule, trainer.world_size)
     return datamodule, module, trainer
 
 
@@ -63,25 +72,29 @@ def train(cfg: DictConfig) -> float | None:
     """Train and test the configured model; write metrics.json; return the monitored metric."""
     out_dir = Path(cfg.paths.output_dir)
     ckpt_path = _resume_path(cfg, out_dir)
+    checkpoint.allow_checkpoint_globals()
+    wandb_run.continue_run(cfg, ckpt_path)
     console.print_config_tree(cfg)
     datamodule, module, trainer = setup(cfg)
-    manifest.write(out_dir, cfg, datamodule.data_files)
+    if trainer.is_global_zero:
+        manifest.write(out_dir, cfg, datamodule.data_files)
     for logger in trainer.loggers:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
     try:
         start = time.perf_counter()
-        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
         train_seconds = time.perf_counter() - start
         metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("train/")}
         metrics |= _evaluate_best(trainer, module, datamodule)
+        metrics |= {
+            "epoch": trainer.current_epoch,
+            "global_step": trainer.global_step,
+            "params": sum(p.numel() for p in module.net.parameters()),
+            "train_seconds": train_seconds,
+        }
+        wandb_run.log_summary(trainer, metrics)
     finally:
         _finish_wandb(trainer)
-    metrics |= {
-        "epoch": trainer.current_epoch,
-        "global_step": trainer.global_step,
-        "params": sum(p.numel() for p in module.net.parameters()),
-        "train_seconds": train_seconds,
-    }
     if trainer.is_global_zero:
         write_json(out_dir / "metrics.json", metrics)
         plots = [p for c in trainer.callbacks for p in getattr(c, "written", [])]
@@ -102,7 +115,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     run_cfg.data = OmegaConf.merge(run_cfg.data, cfg.data)
     family = check_compatible(run_cfg)
     datamodule = instantiate(run_cfg.data)
-    state = torch.load(ckpt, map_location="cpu", weights_only=False)
+    state = checkpoint.load(ckpt)
     datamodule.load_state_dict(state.get(type(datamodule).__qualname__, {}))
     datamodule.prepare_data()
     datamodule.setup("test")
@@ -151,9 +164,10 @@ def _evaluate_best(
     if ckpt_path is None:
         ckpt_cb = next((c for c in trainer.callbacks if isinstance(c, ModelCheckpoint)), None)
         ckpt_path = ckpt_cb.best_model_path if ckpt_cb and ckpt_cb.best_model_path else None
-    metrics = dict(trainer.validate(module, datamodule=datamodule, ckpt_path=ckpt_path, verbose=False)[0])
+    loading = {"ckpt_path": ckpt_path, "weights_only": True, "verbose": False}
+    metrics = dict(trainer.validate(module, datamodule=datamodule, **loading)[0])
     if getattr(datamodule, "has_test", True):
-        metrics |= trainer.test(module, datamodule=datamodule, ckpt_path=ckpt_path, verbose=False)[0]
+        metrics |= trainer.test(module, datamodule=datamodule, **loading)[0]
     else:
         console.note(f"{type(datamodule).__name__} has no test split: test skipped (validation metrics only)")
     return {k: float(v) for k, v in metrics.items()}
@@ -172,6 +186,13 @@ def instantiate(config: Any, *args: Any, **kwargs: Any) -> Any:
 def _resume_path(cfg: DictConfig, out_dir: Path) -> str | None:
     if cfg.resume not in (None, "auto"):
         raise UserError(f"resume={cfg.resume}: the only value is 'auto' (resume this run directory's last checkpoint)")
+    if cfg.resume is None and cfg.ckpt_path is None and (requeued := distributed.requeued_checkpoint(out_dir)):
+        return str(requeued)
+    if (out_dir / "metrics.json").is_file() and cfg.resume != "auto" and cfg.ckpt_path != "last":
+        raise UserError(
+            f"hydra.run.dir={out_dir} holds a finished run (metrics.json): pass a new hydra.run.dir, "
+            "or resume=auto to continue this run"
+        )
     if cfg.resume == "auto" or cfg.ckpt_path == "last":
         last = out_dir / "checkpoints" / "last.ckpt"
         if not last.is_file():
@@ -179,6 +200,8 @@ def _resume_path(cfg: DictConfig, out_dir: Path) -> str | None:
         return str(last)
     if cfg.ckpt_path is not None and not Path(cfg.ckpt_path).is_file():
         raise UserError(f"ckpt_path={cfg.ckpt_path}: no such checkpoint file")
+    if cfg.ckpt_path is not None:
+        checkpoint.load(cfg.ckpt_path)  # a file that is not a checkpoint, or not a safe one, stops here in one line
     return cfg.ckpt_path
 
 
