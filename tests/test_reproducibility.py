@@ -7,7 +7,6 @@ import random
 from pathlib import Path
 
 import numpy as np
-import pytest
 import torch
 from conftest import CONF, FAST
 from hydra.core.global_hydra import GlobalHydra

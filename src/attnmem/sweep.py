@@ -27,7 +27,7 @@ from hydra.types import HydraContext, RunMode
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
-from attnmem import cli, sweep_report
+from attnmem import atomic, cli, sweep_report
 from attnmem.errors import UserError
 from attnmem.sweep_spec import args_no_hyphens, first_point, grid_points, load_spec, optuna_overrides, random_points
 
@@ -191,7 +191,7 @@ def _print_plan(spec: dict[str, Any], jobs: list[list[str]], extra: list[str]) -
 def _save(out: Path, path: Path, spec: dict[str, Any], jobs: list[list[str]], extra: list[str], seed: int) -> None:
     out.mkdir(parents=True, exist_ok=True)
     saved = {"file": str(path), "seed": seed, "overrides": extra, "spec": spec, "jobs": jobs}
-    (out / SPEC_FILE).write_text(yaml.safe_dump(saved, sort_keys=False))
+    atomic.write_text(out / SPEC_FILE, yaml.safe_dump(saved, sort_keys=False))
 
 
 def _resumed(out: Path, path: Path) -> tuple[dict[str, Any], list[list[str]], list[str], int]:

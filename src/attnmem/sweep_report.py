@@ -4,6 +4,7 @@ chosen by the validation metric) and `summary.png`, from a sweep directory or a 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import statistics
 from collections import defaultdict
@@ -13,7 +14,7 @@ from typing import Any
 import yaml
 from omegaconf import OmegaConf
 
-from attnmem import plots
+from attnmem import atomic, plots
 from attnmem.errors import UserError
 from attnmem.sweep_spec import load_spec
 
@@ -208,10 +209,11 @@ def figure(summary: dict[str, Any]) -> Any:
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     """`summary.csv`: job, state, parameters, then every metric (columns as in a W&B runs export)."""
     columns = list(dict.fromkeys(k for r in rows for k in r))
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic.write_text(path, buffer.getvalue())
 
 
 def report(source: Path, sweep_file: Path | None = None) -> Path:
@@ -222,7 +224,7 @@ def report(source: Path, sweep_file: Path | None = None) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "summary.csv", rows)
     text = markdown(spec, summary)
-    (out / "summary.md").write_text(text)
+    atomic.write_text(out / "summary.md", text)
     plots.save(figure(summary), out / "summary.png")
     print(text)
     return out / "summary.md"
