@@ -21,6 +21,10 @@ def _qa(**options) -> TransformerEncoder:
     return TransformerEncoder(family="qa", score=ScaledDot, vocab_size=12, num_answers=5, memory_size=3, **sizes)
 
 
+def _sentences(**options) -> TransformerEncoder:
+    return _qa(unit="sentence", sentence_len=6, **options)
+
+
 def _sequence(**options) -> TransformerEncoder:
     torch.manual_seed(0)
     sizes = {"d_model": 16, "heads": 2, "layers": 2, "d_ff": 32, "dropout": 0.0} | options
@@ -45,8 +49,19 @@ def test_qa_logits_and_per_sentence_attention():
     assert (out.attention[1].sum(-1) < 1).all()  # the rest went to the question and the readout itself
 
 
-def test_qa_empty_sentences_and_padding_change_nothing():
-    model = _qa().eval()
+def test_sentence_units_attend_over_sentences_and_ignore_empty_ones():
+    model = _sentences().eval()
+    out = model({"story": STORY, "query": QUERY})
+    assert out.pred.shape == (2, 5) and [w.shape for w in out.attention] == [(2, 3)] * 2
+    assert out.attention[0][:, 2].eq(0).all() and out.attention[0][1, 1] == 0
+    swapped = STORY.clone()
+    swapped[0, 0] = STORY[0, 0, [1, 0, 2]]  # word order inside a sentence is seen through the position encoding
+    assert not torch.allclose(model({"story": swapped, "query": QUERY}).pred, out.pred)
+
+
+@pytest.mark.parametrize("build", [_qa, _sentences])
+def test_qa_empty_sentences_and_padding_change_nothing(build):
+    model = build().eval()
     wider = {"story": F.pad(STORY, (0, 2, 0, 4)), "query": F.pad(QUERY, (0, 3))}  # more padding everywhere
     assert torch.allclose(model(wider).pred, model({"story": STORY, "query": QUERY}).pred, atol=1e-6)
 
@@ -92,6 +107,8 @@ def test_sequence_learns_to_copy_its_previous_input():
     ("build", "message"),
     [
         (lambda: _qa(heads=3), "model.heads=3 must divide model.d_model=16"),
+        (lambda: _qa(unit="phrase"), "unit must be one of ('word', 'sentence'), got 'phrase'"),
+        (lambda: _qa(unit="sentence"), "needs vocab_size, num_answers, memory_size, sentence_len >= 1"),
         (
             lambda: TransformerEncoder(family="qa", score=ScaledDot, vocab_size=12),
             "family 'qa' needs vocab_size, num_answers, memory_size >= 1, got 12, None, None",
