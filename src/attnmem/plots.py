@@ -39,6 +39,13 @@ def eval_outputs(net: torch.nn.Module, batch: dict[str, Tensor]) -> Any:
     return out
 
 
+def val_examples(module: Any, datamodule: Any, num_examples: int) -> tuple[dict[str, Tensor], Any]:
+    """The first `num_examples` validation examples on the module's device, and its net's eval-mode output."""
+    batch = next(iter(datamodule.val_dataloader()))
+    batch = {k: v[:num_examples].to(module.device) for k, v in batch.items()}
+    return batch, eval_outputs(module.net, batch)
+
+
 def hop_attention(sentences: list[str], weights: Tensor, title: str) -> Figure:
     """Story sentences as rows, hops as columns, attention weight as colour (Sukhbaatar et al., Table 1)."""
     num_sentences, hops = weights.shape  # (S, hops)

@@ -124,9 +124,7 @@ class Task(L.LightningModule):
     @torch.no_grad()
     def plot_examples(self, datamodule: L.LightningDataModule, out_dir: Path, num_examples: int) -> list[Path]:
         """Write the per-hop attention over the story for the first validation examples."""
-        batch = next(iter(datamodule.val_dataloader()))
-        batch = {k: v[:num_examples].to(self.device) for k, v in batch.items()}
-        out = plots.eval_outputs(self.net, batch)
+        batch, out = plots.val_examples(self, datamodule, num_examples)
         if not out.attention:
             return []
         weights = torch.stack(out.attention, dim=-1).float().cpu()  # (B, S, hops)

@@ -208,9 +208,7 @@ class Task(L.LightningModule):
     def plot_examples(self, datamodule: L.LightningDataModule, out_dir: Path, num_examples: int) -> list[Path]:
         """Source × target attention of the first validation examples: one heatmap per 3-D weight tensor
         (B, Lt, Ls), a grid of per-head maps per 4-D one (B, H, Lt, Ls), from a teacher-forced eval forward."""
-        batch = next(iter(datamodule.val_dataloader()))
-        batch = {k: v[:num_examples].to(self.device) for k, v in batch.items()}
-        out = plots.eval_outputs(self.net, batch)
+        batch, out = plots.val_examples(self, datamodule, num_examples)
         paths = []
         for i in range(len(batch["src"])):
             source = self.text(batch["src"][i], self.src_itos).split()

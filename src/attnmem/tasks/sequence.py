@@ -102,9 +102,7 @@ class Task(L.LightningModule):
     @torch.no_grad()
     def plot_examples(self, datamodule: L.LightningDataModule, out_dir: Path, num_examples: int) -> list[Path]:
         """Input, target and output of the first validation sequences, with the memory weightings if any."""
-        batch = next(iter(datamodule.val_dataloader()))
-        batch = {k: v[:num_examples].to(self.device) for k, v in batch.items()}
-        out = plots.eval_outputs(self.net, batch)
+        batch, out = plots.val_examples(self, datamodule, num_examples)
         weights = torch.stack(out.attention, 1).float().cpu() if out.attention else None  # (B, T, heads, N)
         read_heads = getattr(self.net, "read_heads", 0)
         paths = []

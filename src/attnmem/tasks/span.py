@@ -154,9 +154,7 @@ class Task(L.LightningModule):
     @torch.no_grad()
     def plot_examples(self, datamodule: L.LightningDataModule, out_dir: Path, num_examples: int) -> list[Path]:
         """Coattention weights (question × document) and start/end probabilities per decoder iteration."""
-        batch = next(iter(datamodule.val_dataloader()))
-        batch = {k: v[:num_examples].to(self.device) for k, v in batch.items()}
-        out = plots.eval_outputs(self.net, batch)
+        batch, out = plots.val_examples(self, datamodule, num_examples)
         examples = datamodule.examples("val")
         paths = []
         for i, index in enumerate(batch["index"].tolist()):
