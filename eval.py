@@ -3,7 +3,7 @@
 import hydra
 from omegaconf import DictConfig
 
-from attnmem import cli
+from attnmem.runtime import cli
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="eval")

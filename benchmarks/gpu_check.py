@@ -24,8 +24,8 @@ from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
 
-from attnmem import run
 from attnmem.attention import ScaledDot
+from attnmem.runtime import run
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 BUDGET_SECONDS = 270  # stop starting new models after this: the whole check stays under 5 minutes

@@ -25,9 +25,9 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from attnmem import plots
 from attnmem.attention import Dot
 from attnmem.data.patterns import PatternsDataModule
+from attnmem.evaluation import plots
 from attnmem.models.hopfield import Hopfield
 from attnmem.models.modern_hopfield import ModernHopfield
 from attnmem.tasks.patterns import overlaps

@@ -21,7 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, open_dict
 
-from attnmem.run import setup
+from attnmem.runtime.run import setup
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 

@@ -19,7 +19,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_class, instantiate
 from omegaconf import open_dict
 
-from attnmem.run import build_model
+from attnmem.runtime.run import build_model
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from conftest import CONF, ROOT
 
-from attnmem import compat, run
+from attnmem.runtime import run
+from attnmem.tools import compat
 
 
 def test_readme_holds_the_current_compatibility_table():
     readme = (ROOT / "README.md").read_text()
     assert f"{compat.START}\n{compat.table(CONF)}\n{compat.END}" in readme, (
-        "README.md's model/data table is stale: run `python -m attnmem.compat --update README.md`"
+        "README.md's model/data table is stale: run `python -m attnmem.tools.compat --update README.md`"
     )
 
 

@@ -11,9 +11,9 @@ from conftest import CONF
 from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf
 
-from attnmem import run
 from attnmem.data.babi_gen import generate_babi
 from attnmem.data.span_gen import SpanGenDataModule
+from attnmem.runtime import run
 
 MODELS = sorted(p.stem for p in (CONF / "model").glob("*.yaml"))
 DATA = sorted(p.stem for p in (CONF / "data").glob("*.yaml"))

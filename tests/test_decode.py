@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from attnmem import decode
 from attnmem.attention import Additive
+from attnmem.evaluation import decode
 from attnmem.models.attn_rnn import AttnRNN
 from attnmem.models.rnn import RNN
 

@@ -15,8 +15,8 @@ import torch
 from conftest import FAST, ROOT
 from hydra.errors import CompactHydraException
 
-from attnmem import cli, run
-from attnmem.errors import UserError
+from attnmem.core.errors import UserError
+from attnmem.runtime import cli, run
 
 TINY = [*FAST, "data.num_train=60", "data.num_val=20", "data.num_test=20", "trainer.max_epochs=1"]
 
@@ -136,7 +136,7 @@ def test_malformed_squad_json_names_file_and_line(compose_cfg, tmp_path):
 
 
 def test_sweep_file_with_an_unknown_key(tmp_path):
-    sweep = pytest.importorskip("attnmem.sweep")
+    sweep = pytest.importorskip("attnmem.tools.sweep")
     path = tmp_path / "bad.yaml"
     path.write_text(
         "program: train.py\nmethod: grid\nmetric: {name: val/acc, goal: maximize}\n"
@@ -197,7 +197,7 @@ def test_ckpt_path_that_does_not_exist(compose_cfg, tmp_path):
 
 
 def test_a_pickle_that_is_not_a_checkpoint_is_refused(tmp_path):
-    from attnmem import checkpoint
+    from attnmem.runtime import checkpoint
 
     path = tmp_path / "tensor.ckpt"
     torch.save(torch.ones(2), path)  # a real torch file, but no Lightning checkpoint

@@ -7,7 +7,7 @@ import json
 import pytest
 from test_configs import PAIRS, _data_overrides
 
-from attnmem import run
+from attnmem.runtime import run
 
 
 @pytest.mark.parametrize(("model", "data"), PAIRS)

@@ -8,21 +8,21 @@ import pytest
 import torch
 from conftest import FAST
 
-from attnmem import checkpoint, run
-from attnmem.errors import UserError
+from attnmem.core.errors import UserError
+from attnmem.runtime import checkpoint, run
 from attnmem.tasks import qa
 
 TINY = [*FAST, "data.num_train=200", "data.num_val=20", "data.num_test=20", "data.batch_size=32"]
 
 
 def test_nan_loss_stops_with_the_step_the_last_finite_loss_and_the_checkpoint(compose_cfg, tmp_path, monkeypatch):
-    step_of = qa.Task.training_step
+    step_of = qa.QATask.training_step
 
     def nan_from_step_10(self, batch, batch_idx):
         loss = step_of(self, batch, batch_idx)
         return loss * math.nan if self.global_step >= 10 else loss
 
-    monkeypatch.setattr(qa.Task, "training_step", nan_from_step_10)
+    monkeypatch.setattr(qa.QATask, "training_step", nan_from_step_10)
     with pytest.raises(UserError) as err:
         run.train(compose_cfg(*TINY, "trainer.max_epochs=5"))  # 7 steps per epoch: step 11 is in epoch 1
     message = str(err.value)

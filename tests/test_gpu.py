@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import FAST
 
-from attnmem import run
+from attnmem.runtime import run
 
 pytestmark = pytest.mark.gpu
 

@@ -11,7 +11,7 @@ import time
 import pytest
 from conftest import FAST, ROOT
 
-from attnmem import checkpoint, run
+from attnmem.runtime import checkpoint, run
 
 RUN = [*FAST, "data.num_train=400", "data.num_val=40", "data.num_test=40", "data.batch_size=32", "trainer.max_epochs=6"]
 

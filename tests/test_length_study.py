@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from attnmem import length_study
+from attnmem.tools import length_study
 
 
 def finished(path, metrics: dict[str, float]):

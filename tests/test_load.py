@@ -11,7 +11,7 @@ import torch
 from conftest import FAST, ROOT
 
 import attnmem
-from attnmem.load import best_checkpoint
+from attnmem.runtime.load import best_checkpoint
 
 TINY = [
     *FAST,
@@ -29,7 +29,7 @@ def _readme_example() -> str:
 
 
 def test_load_run_returns_the_best_weights_vocabulary_and_config(compose_cfg, tmp_path):
-    from attnmem import run
+    from attnmem.runtime import run
 
     run.train(compose_cfg(*TINY))
     out = tmp_path / "run"
@@ -47,7 +47,7 @@ def test_load_run_returns_the_best_weights_vocabulary_and_config(compose_cfg, tm
 
 
 def test_readme_example_answers_a_typed_story(compose_cfg, tmp_path, capsys):
-    from attnmem import run
+    from attnmem.runtime import run
 
     run.train(compose_cfg(*TINY))
     code = re.sub(r'run_dir = ".*?"', f'run_dir = "{tmp_path / "run"}"', _readme_example())

@@ -10,10 +10,10 @@ from conftest import CONF
 from omegaconf import OmegaConf
 from test_configs import DATA, MODELS, _data_overrides, _family
 
-from attnmem import run
 from attnmem.attention import Cosine, attend, softmax
-from attnmem.models.float32 import in_float32
+from attnmem.blocks.float32 import in_float32
 from attnmem.models.ntm import NTM
+from attnmem.runtime import run
 
 # bf16 autocast is several times slower than float32 on a CPU: a few dozen steps on one batch
 STEPS = 24

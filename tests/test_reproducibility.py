@@ -11,7 +11,9 @@ import torch
 from conftest import CONF, FAST
 from hydra.core.global_hydra import GlobalHydra
 
-from attnmem import rerun, rng_state, run
+from attnmem.callbacks import rng_state
+from attnmem.runtime import run
+from attnmem.tools import rerun
 
 # MemN2N on generated bAbI: shuffled batches and random noise (RN) both draw from the global RNGs
 MEMN2N = [

@@ -14,8 +14,8 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from torch import nn
 
-from attnmem import run
-from attnmem.errors import UserError
+from attnmem.core.errors import UserError
+from attnmem.runtime import run
 
 TINY = [*FAST, "data.batch_size=32", "data.num_train=200", "data.num_val=100", "data.num_test=100", "trainer.max_epochs=2"]
 

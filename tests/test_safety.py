@@ -12,9 +12,9 @@ import pytest
 import torch
 from conftest import FAST, ROOT
 
-from attnmem import checkpoint, run
+from attnmem.core.errors import UserError
 from attnmem.data import babi_download
-from attnmem.errors import UserError
+from attnmem.runtime import checkpoint, run
 
 TINY = [*FAST, "data.num_train=60", "data.num_val=20", "data.num_test=20", "trainer.max_epochs=1"]
 KEY = "secret-attnmem-test-0123456789abcdef0123"

@@ -14,8 +14,8 @@ import torch
 from conftest import CONF, FAST, ROOT
 from omegaconf import OmegaConf
 
-from attnmem import distributed, hardware, run
-from attnmem.errors import UserError
+from attnmem.core.errors import UserError
+from attnmem.runtime import distributed, hardware, run
 
 TRAINERS = sorted(p.stem for p in (CONF / "trainer").glob("*.yaml"))
 TINY = [*FAST, "data.num_train=256", "data.num_val=40", "data.num_test=40", "data.batch_size=32"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from attnmem.squad_metric import best_over_references, exact_match, f1, normalize_answer
+from attnmem.evaluation.squad_metric import best_over_references, exact_match, f1, normalize_answer
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from conftest import CONF, ROOT
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from attnmem import sweep, sweep_report, sweep_spec
+from attnmem.tools import sweep, sweep_report, sweep_spec
 
 TINY = {
     "data.num_train": {"value": 100},

@@ -10,7 +10,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
-from attnmem import sweep_spec
+from attnmem.tools import sweep_spec
 
 FILES = sorted((ROOT / "sweeps").glob("*.yaml"))
 

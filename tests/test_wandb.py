@@ -10,7 +10,7 @@ import torch
 from conftest import FAST
 from omegaconf import OmegaConf
 
-from attnmem import run
+from attnmem.runtime import run
 
 wandb = pytest.importorskip("wandb")
 

@@ -9,7 +9,7 @@ __all__ = ["load_run"]
 def __getattr__(name: str) -> Any:
     # `attnmem.load_run` imports torch and Lightning on first use, so `import attnmem` stays light
     if name == "load_run":
-        from attnmem.load import load_run
+        from attnmem.runtime.load import load_run
 
         return load_run
     raise AttributeError(f"module 'attnmem' has no attribute {name!r}")

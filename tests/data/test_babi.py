@@ -10,10 +10,10 @@ import lightning as L
 import pytest
 import torch
 
+from attnmem.core.errors import UserError
 from attnmem.data import babi, babi_download
 from attnmem.data.babi import BabiDataModule, find_task_files, parse_babi, split_stories
 from attnmem.data.babi_tensors import UNK, Example, build_answers, build_vocab, vectorize
-from attnmem.errors import UserError
 
 torch.set_num_threads(1)
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from attnmem.core.errors import UserError
 from attnmem.data.patterns import PatternsDataModule, make_probes, random_patterns
-from attnmem.errors import UserError
 
 
 def test_load_sets_the_number_of_patterns_and_num_patterns_replaces_it():

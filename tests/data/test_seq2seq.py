@@ -7,9 +7,9 @@ import logging
 import pytest
 import torch
 
+from attnmem.core.errors import UserError
 from attnmem.data.parallel_text import ParallelTextDataModule
 from attnmem.data.seq2seq import BOS, EOS, PAD, GeneratedDataModule
-from attnmem.errors import UserError
 
 
 def generated(**kw) -> GeneratedDataModule:

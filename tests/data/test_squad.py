@@ -10,10 +10,10 @@ import pytest
 import torch
 from conftest import ROOT
 
+from attnmem.core.errors import UserError
 from attnmem.data.glove import read_embeddings
 from attnmem.data.span_tensors import SpanRecord, align, build_examples, tokenize
 from attnmem.data.squad import SquadDataModule, read_squad, split_articles
-from attnmem.errors import UserError
 
 SHARED_SQUAD = ROOT.parent / "shared" / "data" / "squad" / "dev-v1.1-part-a.json"
 

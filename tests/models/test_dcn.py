@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from attnmem.attention import Additive, Bilinear, Dot
-from attnmem.models.bilstm import BiLSTM, reverse_within
+from attnmem.blocks.bilstm import BiLSTM, reverse_within
 from attnmem.models.dcn import DCN
 from attnmem.models.dcn_decoder import HighwayMaxout
 from attnmem.models.span_baseline import SpanBaseline
@@ -125,7 +125,7 @@ def test_span_baseline_shapes():
 
 @pytest.mark.parametrize("layers", [1, 2])
 def test_dcn_runs_under_cpu_bf16_autocast(layers):
-    # the LSTMs run in float32 (attnmem.models.float32.recurrent); the rest in bfloat16
+    # the LSTMs run in float32 (attnmem.blocks.float32.recurrent); the rest in bfloat16
     net = dcn(coattention_layers=layers, hidden_size=8)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = net(batch())

@@ -12,8 +12,9 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from attnmem.attention import Additive, Bilinear, Cosine, Dot, ScaledDot
-from attnmem.models.memn2n import LinearStart, MemN2N, position_encoding
-from attnmem.models.output import Output
+from attnmem.blocks.output import Output
+from attnmem.callbacks.linear_start import LinearStart
+from attnmem.models.memn2n import MemN2N, position_encoding
 
 torch.set_num_threads(1)
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnmem import run
 from attnmem.attention import Additive, Dot, ScaledDot
 from attnmem.models.transformer import Transformer, sinusoidal_table
+from attnmem.runtime import run
 
 torch.set_num_threads(1)
 

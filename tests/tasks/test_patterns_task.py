@@ -7,7 +7,7 @@ import json
 import torch
 from conftest import FAST
 
-from attnmem import run
+from attnmem.runtime import run
 from attnmem.tasks.patterns import energy_monotone, overlaps
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnmem import run
+from attnmem.runtime import run
 from attnmem.tasks import optim
 from attnmem.tasks.schedules import noam, noam_factor
 

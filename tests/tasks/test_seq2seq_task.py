@@ -9,9 +9,9 @@ import torch
 from conftest import FAST
 from torch import Tensor, nn
 
-from attnmem import run
-from attnmem.models.output import Output
-from attnmem.tasks.seq2seq import Task
+from attnmem.blocks.output import Output
+from attnmem.runtime import run
+from attnmem.tasks.seq2seq import Seq2SeqTask
 
 DIMS = {"pad_id": 0, "bos_id": 1, "eos_id": 2, "max_src_len": 4, "test_lengths": [3]}
 
@@ -41,7 +41,7 @@ def reverse_batch() -> dict[str, Tensor]:
     return {"src": src, "tgt": tgt}
 
 
-def logged_test(task: Task) -> dict[str, float]:
+def logged_test(task: Seq2SeqTask) -> dict[str, float]:
     logged = {}
     task.log_dict = lambda values, **kw: logged.update({k: float(v) for k, v in values.items()})
     task.test_step(reverse_batch(), 0, 0)
@@ -50,20 +50,20 @@ def logged_test(task: Task) -> dict[str, float]:
 
 
 def test_decoded_token_accuracy_exact_match_and_length_buckets_by_hand():
-    got = logged_test(Task(Echo(), optimizer=torch.optim.Adam, dims=DIMS, length_bucket=2))
+    got = logged_test(Seq2SeqTask(Echo(), optimizer=torch.optim.Adam, dims=DIMS, length_bucket=2))
     # row 0: 4 5 eos vs 5 4 eos (eos right); row 1: 6 eos right; row 2: 4 4 4 eos right
     assert got["test/token_acc"] == pytest.approx(7 / 9) and got["test/exact_match"] == pytest.approx(2 / 3)
     assert got["test/loss"] < 1e-3  # teacher-forced, near-perfect logits
     assert got["test/len1-2/token_acc"] == pytest.approx(3 / 5) and got["test/len1-2/exact_match"] == 0.5
     assert got["test/len3-4/token_acc"] == 1.0 and got["test/len3-4/exact_match"] == 1.0
-    beam = logged_test(Task(Echo(), optimizer=torch.optim.Adam, dims=DIMS, decode={"beam_size": 3}))
+    beam = logged_test(Seq2SeqTask(Echo(), optimizer=torch.optim.Adam, dims=DIMS, decode={"beam_size": 3}))
     assert beam["test/token_acc"] == pytest.approx(7 / 9)
 
 
 def test_label_smoothing_raises_the_training_loss_of_a_confident_model():
     batch = reverse_batch()
-    plain = Task(Echo(), optimizer=torch.optim.Adam, dims=DIMS).training_step(batch, 0)
-    smoothed = Task(Echo(), optimizer=torch.optim.Adam, dims=DIMS, label_smoothing=0.1).training_step(batch, 0)
+    plain = Seq2SeqTask(Echo(), optimizer=torch.optim.Adam, dims=DIMS).training_step(batch, 0)
+    smoothed = Seq2SeqTask(Echo(), optimizer=torch.optim.Adam, dims=DIMS, label_smoothing=0.1).training_step(batch, 0)
     assert plain < 1e-3 < smoothed
 
 
@@ -78,7 +78,7 @@ def test_label_smoothing_raises_the_training_loss_of_a_confident_model():
 )
 def test_bad_options_name_the_option(kw, message):
     with pytest.raises(ValueError, match=message):
-        Task(Echo(), optimizer=torch.optim.Adam, dims=DIMS, **kw)
+        Seq2SeqTask(Echo(), optimizer=torch.optim.Adam, dims=DIMS, **kw)
 
 
 TINY = [*FAST, "data.num_val=64", "data.num_test=64", "data.batch_size=32", "trainer.max_epochs=4"]

@@ -10,10 +10,10 @@ import torch
 from conftest import FAST
 from torch import Tensor, nn
 
-from attnmem import run
-from attnmem.errors import UserError
-from attnmem.models.output import Output
-from attnmem.tasks.sequence import Task
+from attnmem.blocks.output import Output
+from attnmem.core.errors import UserError
+from attnmem.runtime import run
+from attnmem.tasks.sequence import SequenceTask
 
 TINY = [*FAST, "data.batch_size=4", "data.steps_per_epoch=3", "data.num_val=8", "data.num_test=4",
         "data.task.max_length=3", "data.test_lengths=[5]", "trainer.max_epochs=1"]
@@ -43,7 +43,7 @@ def batch() -> dict[str, Tensor]:
 
 
 def metrics(net: nn.Module) -> dict[str, float]:
-    task = Task(net, optimizer=torch.optim.Adam, dims={"test_lengths": []})
+    task = SequenceTask(net, optimizer=torch.optim.Adam, dims={"test_lengths": []})
     logged = {}
     task.log_dict = lambda values, **kw: logged.update({k: float(v) for k, v in values.items()})
     task.validation_step(batch(), 0)
@@ -68,7 +68,7 @@ def test_flipped_bits_count_on_the_output_phase_only():
 
 
 def test_training_step_loss_is_masked_bce_per_bit():
-    task = Task(Fixed(0.0), optimizer=torch.optim.Adam, dims={})
+    task = SequenceTask(Fixed(0.0), optimizer=torch.optim.Adam, dims={})
     assert task.training_step(batch(), 0).item() == pytest.approx(math.log(2))
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from conftest import FAST
 
-from attnmem import run
+from attnmem.runtime import run
 from attnmem.tasks.span import decode, span_losses
 
 NEG = float("-inf")

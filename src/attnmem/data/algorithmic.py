@@ -38,7 +38,7 @@ def _check_range(name: str, low: int, high: int, least: int = 1) -> None:
         raise ValueError(f"data.task.min_{name} ({low}) > data.task.max_{name} ({high})")
 
 
-class SequenceTask(Protocol):
+class Algorithm(Protocol):
     """What the datamodule needs of a task: widths, the size range, and examples of a drawn shape."""
 
     input_size: int
@@ -192,7 +192,7 @@ class PrioritySort:
         return inputs, targets, outputs
 
 
-def make_batch(task: SequenceTask, batch_size: int, g: torch.Generator, *, size: int | None = None,
+def make_batch(task: Algorithm, batch_size: int, g: torch.Generator, *, size: int | None = None,
                group: bool = True) -> dict[str, Tensor]:
     """A batch of examples; with `group` all share one random shape (no padding), else each draws its own."""
     shapes = [task.draw(g, size)] * batch_size if group else [task.draw(g, size) for _ in range(batch_size)]
@@ -215,7 +215,7 @@ def _generator(*keys: int) -> torch.Generator:
 class FreshBatches(Dataset):
     """Item i is a batch drawn from a generator seeded by (seed, i): fresh every step, reproducible."""
 
-    def __init__(self, task: SequenceTask, batch_size: int, seed: int, steps: int, group: bool) -> None:
+    def __init__(self, task: Algorithm, batch_size: int, seed: int, steps: int, group: bool) -> None:
         self.task, self.batch_size, self.seed, self.steps, self.group = task, batch_size, seed, steps, group
 
     def __len__(self) -> int:
@@ -248,8 +248,9 @@ class AlgorithmicDataModule(L.LightningDataModule):
     (reported as `test/len{L}/...`)."""
 
     family: ClassVar[str] = "sequence"
+    family_module: ClassVar[str] = "attnmem.tasks.sequence.SequenceTask"
 
-    def __init__(self, *, task: SequenceTask, batch_size: int = 16, steps_per_epoch: int = 500, num_val: int = 256,
+    def __init__(self, *, task: Algorithm, batch_size: int = 16, steps_per_epoch: int = 500, num_val: int = 256,
                  num_test: int = 256, test_lengths: list[int] | tuple[int, ...] = (), group_lengths: bool = True,
                  seed: int = 0) -> None:
         super().__init__()

@@ -22,9 +22,9 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
+from attnmem.core.errors import UserError
 from attnmem.data.babi_download import ensure_babi
 from attnmem.data.babi_tensors import Example, QAData, build_answers, build_vocab, vectorize
-from attnmem.errors import UserError
 
 __all__ = ["ALL_TASKS", "BabiDataModule", "Example", "find_task_files", "parse_babi", "parse_tasks", "split_stories"]
 
@@ -181,6 +181,7 @@ class BabiDataModule(L.LightningDataModule):
     """
 
     family: ClassVar[str] = "qa"
+    family_module: ClassVar[str] = "attnmem.tasks.qa.QATask"
 
     def __init__(self, *, data_dir: str, tasks: Sequence[int] | int | str = (1,), memory_size: int = 50,
                  batch_size: int = 32, val_fraction: float = 0.1, split_seed: int = 0, cache: bool = True,

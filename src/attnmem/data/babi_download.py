@@ -12,7 +12,7 @@ from pathlib import Path, PurePosixPath
 
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
-from attnmem.errors import UserError
+from attnmem.core.errors import UserError
 
 log = logging.getLogger(__name__)
 

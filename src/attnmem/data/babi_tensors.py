@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from attnmem.errors import UserError
+from attnmem.core.errors import UserError
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from attnmem.errors import UserError
+from attnmem.core.errors import UserError
 
 log = logging.getLogger(__name__)
 

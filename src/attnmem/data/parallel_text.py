@@ -17,8 +17,8 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
+from attnmem.core.errors import UserError
 from attnmem.data.seq2seq import SPECIALS, UNK, check_positive, loader, seq2seq_dims, tensors
-from attnmem.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,7 @@ class ParallelTextDataModule(L.LightningDataModule):
     """
 
     family: ClassVar[str] = "seq2seq"
+    family_module: ClassVar[str] = "attnmem.tasks.seq2seq.Seq2SeqTask"
 
     def __init__(
         self,

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from attnmem.errors import UserError
+from attnmem.core.errors import UserError
 
 SPLITS = ("train", "val", "test")
 
@@ -86,6 +86,7 @@ class PatternsDataModule(L.LightningDataModule):
     """
 
     family: ClassVar[str] = "patterns"
+    family_module: ClassVar[str] = "attnmem.tasks.patterns.PatternsTask"
 
     def __init__(self, *, size: int = 100, load: float = 0.05, num_patterns: int | None = None, bias: float = 0.5,
                  noise: float = 0.1, mask: float = 0.0, probes_per_pattern: int = 1, path: str | None = None,

@@ -117,6 +117,7 @@ class GeneratedDataModule(L.LightningDataModule):
     """
 
     family: ClassVar[str] = "seq2seq"
+    family_module: ClassVar[str] = "attnmem.tasks.seq2seq.Seq2SeqTask"
 
     def __init__(
         self,

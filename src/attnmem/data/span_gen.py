@@ -120,6 +120,7 @@ class SpanGenDataModule(L.LightningDataModule):
     """Generated span QA (train, val and test all generated from `seed`), batched like SQuAD."""
 
     family: ClassVar[str] = "span"
+    family_module: ClassVar[str] = "attnmem.tasks.span.SpanTask"
 
     def __init__(
         self,

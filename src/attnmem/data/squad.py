@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 import lightning as L
 from torch.utils.data import DataLoader
 
+from attnmem.core.errors import UserError
 from attnmem.data.glove import read_embeddings
 from attnmem.data.span_tensors import SpanData, SpanExample, SpanRecord, build_examples, build_vocab
-from attnmem.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,7 @@ class SquadDataModule(L.LightningDataModule):
     """
 
     family: ClassVar[str] = "span"
+    family_module: ClassVar[str] = "attnmem.tasks.span.SpanTask"
 
     def __init__(
         self,

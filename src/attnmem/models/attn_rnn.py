@@ -10,8 +10,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnmem.attention import attend
-from attnmem.models.float32 import recurrent
-from attnmem.models.output import Output
+from attnmem.blocks.float32 import recurrent
+from attnmem.blocks.output import Output
 from attnmem.models.rnn_seq2seq import CELLS, Encoder, check_rnn_options, layer_state, step_state
 
 __all__ = ["AttnRNN"]

@@ -10,10 +10,10 @@ import torch
 from torch import Tensor, nn
 
 from attnmem.attention import attend
-from attnmem.models.bilstm import BiLSTM
+from attnmem.blocks.bilstm import BiLSTM
+from attnmem.blocks.float32 import recurrent
+from attnmem.blocks.output import Output
 from attnmem.models.dcn_decoder import DynamicDecoder
-from attnmem.models.float32 import recurrent
-from attnmem.models.output import Output
 
 __all__ = ["DCN", "Coattention", "embedding"]
 

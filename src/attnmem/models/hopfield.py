@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from attnmem.models.float32 import in_float32
+from attnmem.blocks.float32 import in_float32
 
 __all__ = ["Hopfield", "Retrieval", "async_sweep", "energy", "hebbian", "sync_step"]
 

@@ -8,9 +8,9 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
+from attnmem.blocks.output import Output
 from attnmem.models.memn2n import position_encoding
 from attnmem.models.modern_hopfield import HopfieldPooling
-from attnmem.models.output import Output
 
 __all__ = ["HopfieldPoolingQA"]
 

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from attnmem.attention import attend
-from attnmem.models.float32 import in_float32
+from attnmem.blocks.float32 import in_float32
 from attnmem.models.hopfield import Retrieval
 
 __all__ = ["HopfieldLayer", "HopfieldPooling", "ModernHopfield", "Tempered"]

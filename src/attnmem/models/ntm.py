@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnmem.models.float32 import in_float32
-from attnmem.models.output import Output
+from attnmem.blocks.float32 import in_float32
+from attnmem.blocks.output import Output
 
 __all__ = ["NTM", "content_weights", "interpolate", "read", "sharpen", "shift", "write"]
 

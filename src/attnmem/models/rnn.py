@@ -7,8 +7,8 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from attnmem.models.float32 import recurrent
-from attnmem.models.output import Output
+from attnmem.blocks.float32 import recurrent
+from attnmem.blocks.output import Output
 from attnmem.models.rnn_seq2seq import CELLS, Encoder, EncoderDecoder, check_rnn_options, compact
 
 __all__ = ["RNN"]

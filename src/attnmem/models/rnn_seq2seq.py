@@ -5,8 +5,8 @@ from __future__ import annotations
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from attnmem.models.float32 import recurrent
-from attnmem.models.output import Output
+from attnmem.blocks.float32 import recurrent
+from attnmem.blocks.output import Output
 
 __all__ = ["CELLS", "Encoder", "EncoderDecoder", "check_rnn_options", "compact", "layer_state", "step_state"]
 

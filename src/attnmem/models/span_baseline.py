@@ -9,9 +9,9 @@ import torch
 from torch import Tensor, nn
 
 from attnmem.attention import attend
-from attnmem.models.bilstm import BiLSTM
+from attnmem.blocks.bilstm import BiLSTM
+from attnmem.blocks.output import Output
 from attnmem.models.dcn import embedding
-from attnmem.models.output import Output
 
 __all__ = ["SpanBaseline"]
 

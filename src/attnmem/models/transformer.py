@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from attnmem.attention import MultiHead
-from attnmem.models.output import Output
+from attnmem.blocks.output import Output
 
 __all__ = ["Decoder", "Encoder", "Positions", "Transformer", "check_options", "sinusoidal_table"]
 

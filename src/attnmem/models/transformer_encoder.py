@@ -9,8 +9,8 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
+from attnmem.blocks.output import Output
 from attnmem.models.memn2n import position_encoding
-from attnmem.models.output import Output
 from attnmem.models.transformer import Encoder, Positions, check_options
 
 __all__ = ["TransformerEncoder", "pack_story"]

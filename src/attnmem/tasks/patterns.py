@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics import Metric
 
-from attnmem import plots
+from attnmem.evaluation import plots
 from attnmem.tasks import optim
 
 # a network that stores without gradients fits with no optimizer, on purpose
@@ -62,7 +62,7 @@ class RetrievalTotals(Metric):
                 "steps": steps / count, "energy_monotone": monotone / count, "loss": loss / count}
 
 
-class Task(L.LightningModule):
+class PatternsTask(L.LightningModule):
     """Runs any `patterns` model: stores the training patterns, evaluates retrieval from probes.
 
     Each training batch first stores `batch["patterns"]` (`net.store`: exact, no gradient). A

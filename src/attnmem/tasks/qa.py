@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics import Metric
 
-from attnmem import plots
+from attnmem.evaluation import plots
 from attnmem.tasks import optim
 
 SPLITS = ("train", "val", "test")
@@ -34,7 +34,7 @@ class Totals(Metric):
         return self.total
 
 
-class Task(L.LightningModule):
+class QATask(L.LightningModule):
     """Trains any `qa` model: cross-entropy on the answer class, accuracy and error per split.
 
     With several bAbI tasks trained jointly, validation and test also report each task's accuracy

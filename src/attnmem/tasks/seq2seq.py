@@ -12,8 +12,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics.text import BLEUScore
 
-from attnmem import decode as decoding
-from attnmem import plots
+from attnmem.evaluation import decode as decoding
+from attnmem.evaluation import plots
 from attnmem.tasks import optim
 from attnmem.tasks.qa import Totals
 
@@ -22,11 +22,11 @@ LENGTH_FIELDS = 4  # per source length: target tokens, correct tokens, sequences
 DECODE = {"beam_size": 1, "max_len": None, "length_penalty": 0.0}
 
 
-class Task(L.LightningModule):
+class Seq2SeqTask(L.LightningModule):
     """Trains any `seq2seq` model: cross-entropy on the target tokens with teacher forcing (Sutskever et al. 2014).
 
     Training reports the teacher-forced `loss`, `token_acc` and `exact_match`. Validation and test decode
-    each source (greedy, or beam search with `decode.beam_size` > 1, see `attnmem.decode`) and compare the
+    each source (greedy, or beam search with `decode.beam_size` > 1, see `attnmem.evaluation.decode`) and compare the
     output with the target position by position over y1 .. yn and eos: `token_acc` is the fraction of
     those positions right, `exact_match` the fraction of sequences right everywhere, `bleu` (corpus BLEU-4,
     torchmetrics, when the data ask for it: parallel text) over the tokens up to eos; `loss` stays

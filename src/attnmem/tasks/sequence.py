@@ -12,14 +12,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnmem import plots
+from attnmem.evaluation import plots
 from attnmem.tasks import optim
 from attnmem.tasks.qa import Totals
 
 FIELDS = 5  # per split/slice: cost (nats), bit errors, exact sequences, sequences, bits
 
 
-class Task(L.LightningModule):
+class SequenceTask(L.LightningModule):
     """Trains any `sequence` model: bit-wise BCE with logits on the output phase (`mask`) only.
 
     Metrics per split (Graves et al. 2014, §4): `cost` in bits per sequence, `bit_errors` per

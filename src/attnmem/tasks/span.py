@@ -13,9 +13,9 @@ import torch.nn.functional as F
 from hydra.core.hydra_config import HydraConfig
 from torch import Tensor, nn
 
-from attnmem import plots
-from attnmem.atomic import write_json
-from attnmem.squad_metric import best_over_references, exact_match, f1
+from attnmem.core.atomic import write_json
+from attnmem.evaluation import plots
+from attnmem.evaluation.squad_metric import best_over_references, exact_match, f1
 from attnmem.tasks import optim
 from attnmem.tasks.qa import Totals
 
@@ -45,7 +45,7 @@ def span_losses(logits: Tensor, start: Tensor, end: Tensor) -> Tensor:
     return losses.view(-1, k * 2).sum(-1)  # (B,)
 
 
-class Task(L.LightningModule):
+class SpanTask(L.LightningModule):
     """Trains any `span` model: loss summed over decoder iterations, EM/F1 on text at val and test.
 
     `net(batch).pred` is `(B, K, 2, Lc)`: start/end logits of K iterations (K = 1 for a one-shot

@@ -14,8 +14,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import MissingMandatoryValue
 
-from attnmem import distributed, run
-from attnmem.errors import UserError
+from attnmem.core.errors import UserError
+from attnmem.runtime import distributed, run
 
 # the user's HYDRA_FULL_ERROR=1 asks for tracebacks; `entry` sets that variable for Hydra, so this one keeps theirs
 FULL_ERROR = "ATTNMEM_FULL_ERROR"
@@ -53,7 +53,7 @@ def one_line(err: CompactHydraException) -> str:
 
 
 def guarded(cfg: DictConfig, entry: str) -> Any:
-    """Run `attnmem.run.<entry>(cfg)`; print a user error as one line and exit 1 (a multirun goes on)."""
+    """Run `attnmem.runtime.run.<entry>(cfg)`; print a user error as one line and exit 1 (a multirun goes on)."""
     try:
         with distributed.job_scope():
             return getattr(run, entry)(cfg)

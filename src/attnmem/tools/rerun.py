@@ -1,4 +1,4 @@
-"""Repeat a finished run: `python -m attnmem.rerun <run_dir> [key=value ...]` (a new run directory).
+"""Repeat a finished run: `python -m attnmem.tools.rerun <run_dir> [key=value ...]` (a new run directory).
 
 The command comes from the run's manifest (the overrides of its `.hydra/overrides.yaml`) and is composed
 again from `conf/` like `python train.py <overrides>`; `--config-dir <run>/.hydra` alone would lose the
@@ -16,9 +16,9 @@ from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
-from attnmem import manifest
-from attnmem.errors import UserError
-from attnmem.sweep import CONFIG_NAME, CONFIG_PATH, train_job
+from attnmem.core.errors import UserError
+from attnmem.runtime import manifest
+from attnmem.tools.sweep import CONFIG_NAME, CONFIG_PATH, train_job
 
 DROPPED = ("resume=", "ckpt_path=")
 
@@ -49,7 +49,7 @@ def rerun(run_dir: Path, extra: list[str] | None = None, conf_dir: Path | None =
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Command line: `python -m attnmem.rerun <run_dir> [key=value ...]`."""
+    """Command line: `python -m attnmem.tools.rerun <run_dir> [key=value ...]`."""
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] in ("-h", "--help"):
         print(__doc__.splitlines()[0])

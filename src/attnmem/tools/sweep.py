@@ -1,7 +1,7 @@
 """Run a W&B sweep file (`sweeps/*.yaml`) locally as Hydra jobs, and summarise a finished sweep.
 
-    python -m attnmem.sweep sweeps/memn2n_hops.yaml [--dry-run] [--launcher joblib] [--resume DIR] [key=value ...]
-    python -m attnmem.sweep report DIR | export.csv --sweep sweeps/X.yaml
+    python -m attnmem.tools.sweep sweeps/memn2n_hops.yaml [--dry-run] [--launcher joblib] [--resume DIR] [key=value ...]
+    python -m attnmem.tools.sweep report DIR | export.csv --sweep sweeps/X.yaml
 
 `grid` runs the grid, `random` `run_cap` points drawn (seeded) here, `bayes` Hydra's Optuna sweeper with
 `run_cap` trials. Jobs go through Hydra's launcher (the basic one runs them in this process: one import
@@ -27,9 +27,18 @@ from hydra.types import HydraContext, RunMode
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
-from attnmem import atomic, cli, sweep_report
-from attnmem.errors import UserError
-from attnmem.sweep_spec import args_no_hyphens, first_point, grid_points, load_spec, optuna_overrides, random_points
+from attnmem.core import atomic
+from attnmem.core.errors import UserError
+from attnmem.runtime import cli
+from attnmem.tools import sweep_report
+from attnmem.tools.sweep_spec import (
+    args_no_hyphens,
+    first_point,
+    grid_points,
+    load_spec,
+    optuna_overrides,
+    random_points,
+)
 
 # train.py's @hydra.main(config_path="conf", config_name="train"), found beside the sweep file's program
 CONFIG_PATH, CONFIG_NAME = "conf", "train"
@@ -211,13 +220,13 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     try:
         if argv[:1] == ["report"]:
-            parser = argparse.ArgumentParser(prog="python -m attnmem.sweep report")
+            parser = argparse.ArgumentParser(prog="python -m attnmem.tools.sweep report")
             parser.add_argument("source", type=Path, help="a sweep directory, or a W&B runs export (.csv)")
             parser.add_argument("--sweep", type=Path, help="the sweep file (needed for a CSV export)")
             args = parser.parse_args(argv[1:])
             sweep_report.report(args.source, sweep_file=args.sweep)
             return
-        parser = argparse.ArgumentParser(prog="python -m attnmem.sweep", description=__doc__.splitlines()[0])
+        parser = argparse.ArgumentParser(prog="python -m attnmem.tools.sweep", description=__doc__.splitlines()[0])
         parser.add_argument("file", type=Path)
         parser.add_argument("overrides", nargs="*", help="Hydra overrides added to every job (key=value)")
         parser.add_argument("--dry-run", action="store_true", help="print the jobs and stop")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lightning.pytorch.callbacks import RichProgressBar
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
@@ -62,15 +61,3 @@ def print_summary(
     for plot in plots:
         table.add_row("plot", str(plot))
     console.print(table)
-
-
-class ProgressBar(RichProgressBar):
-    """Lightning's Rich progress bar, touched only every `refresh_rate` training batches.
-
-    The stock bar updates its task, gathers the metrics and refreshes on every batch, which costs
-    a sizeable share of a step of these small models; here the batches in between skip all of it.
-    """
-
-    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
-        if (batch_idx + 1) % max(self.refresh_rate, 1) == 0 or batch_idx + 1 == self.total_train_batches:
-            super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)

@@ -14,8 +14,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, read_write
 
-from attnmem import console
-from attnmem.errors import UserError
+from attnmem.core.errors import UserError
+from attnmem.runtime import console
 
 __all__ = ["check_trainable", "job_scope", "requeued_checkpoint", "single_run_argv", "split_batch"]
 

@@ -11,10 +11,10 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 
-from attnmem import checkpoint, run
+from attnmem.core.errors import UserError
 from attnmem.data.babi import tokenize
 from attnmem.data.babi_tensors import Example, vectorize
-from attnmem.errors import UserError
+from attnmem.runtime import checkpoint, run
 
 
 class LoadedRun(NamedTuple):

@@ -2,28 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import lightning as L
-from lightning.pytorch.loggers import WandbLogger
 from omegaconf import DictConfig, open_dict
 
-from attnmem import checkpoint
-
-KEY = "wandb_run_id"
-
-
-def _wandb(trainer: L.Trainer) -> WandbLogger | None:
-    return next((lg for lg in trainer.loggers if isinstance(lg, WandbLogger)), None)
-
-
-class WandbRunId(L.Callback):
-    """Stores the W&B run id in every checkpoint, so `ckpt_path=last` / `resume=auto` continue the same W&B run."""
-
-    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, ckpt: dict[str, Any]) -> None:
-        logger = _wandb(trainer)
-        if logger is not None:
-            ckpt[KEY] = logger.version  # the run id (None on ranks other than 0, which save nothing)
+from attnmem.callbacks.wandb_run_id import KEY, wandb_logger
+from attnmem.runtime import checkpoint
 
 
 def continue_run(cfg: DictConfig, ckpt_path: str | None) -> None:
@@ -40,6 +23,6 @@ def continue_run(cfg: DictConfig, ckpt_path: str | None) -> None:
 
 def log_summary(trainer: L.Trainer, metrics: dict[str, float]) -> None:
     """Put the run's final metrics (those of metrics.json) into the W&B run summary."""
-    logger = _wandb(trainer)
+    logger = wandb_logger(trainer)
     if logger is not None and trainer.is_global_zero:
         logger.experiment.summary.update(metrics)

@@ -1,4 +1,4 @@
-"""The per-task bAbI table of multiruns: `python -m attnmem.babi_table <multirun dir>... [--out FILE]`.
+"""The per-task bAbI table of multiruns: `python -m attnmem.tools.babi_table <multirun dir>... [--out FILE]`.
 
 Each finished job (a directory with `metrics.json`) contributes its task, seed, training error and
 validation error. Per task, the reported run is the seed with the lowest final training error (the
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from attnmem.errors import UserError
+from attnmem.core.errors import UserError
 
 
 def collect(sweep_dirs: list[Path]) -> dict[int, list[dict[str, float]]]:

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnmem.models.float32 import in_float32
+from attnmem.blocks.float32 import in_float32
 
 __all__ = ["Additive", "Bilinear", "Cosine", "Dot", "MultiHead", "ScaledDot", "attend", "softmax"]
 

@@ -7,8 +7,8 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, ListConfig
 
-from attnmem import console
-from attnmem.errors import UserError
+from attnmem.core.errors import UserError
+from attnmem.runtime import console
 
 __all__ = ["PRECISIONS", "check", "device_type"]
 

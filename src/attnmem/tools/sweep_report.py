@@ -14,9 +14,10 @@ from typing import Any
 import yaml
 from omegaconf import OmegaConf
 
-from attnmem import atomic, plots
-from attnmem.errors import UserError
-from attnmem.sweep_spec import load_spec
+from attnmem.core import atomic
+from attnmem.core.errors import UserError
+from attnmem.evaluation import plots
+from attnmem.tools.sweep_spec import load_spec
 
 RATES = ("acc", "error", "exact_match", "f1", "em")
 
@@ -29,7 +30,7 @@ def load_rows(source: Path, sweep_file: Path | None = None) -> tuple[dict[str, A
         return load_spec(sweep_file), _csv_rows(source, load_spec(sweep_file))
     saved = source / "sweep.yaml"
     if not saved.is_file():
-        raise UserError(f"{source}: no sweep.yaml; not a directory made by python -m attnmem.sweep")
+        raise UserError(f"{source}: no sweep.yaml; not a directory made by python -m attnmem.tools.sweep")
     meta = yaml.safe_load(saved.read_text())
     jobs = meta["jobs"] or [_overrides(d) for d in sorted(_job_dirs(source), key=lambda d: int(d.name))]
     rows = []

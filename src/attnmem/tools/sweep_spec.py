@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
 
-from attnmem.errors import UserError
+from attnmem.core.errors import UserError
 
 TOP_KEYS = {
     "program",

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import lightning as L
 import matplotlib
 
 matplotlib.use("Agg")  # files only: no display on servers and CI
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
-from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger  # noqa: E402
-from lightning.pytorch.utilities import rank_zero_only  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from torch import Tensor  # noqa: E402
 
@@ -77,53 +73,6 @@ def learning_curves(history: dict[str, dict[int, float]]) -> Figure:
         ax.legend()
     fig.tight_layout()
     return fig
-
-
-class PlotCallback(L.Callback):
-    """At the end of fit, writes learning curves and the family's example plots to `<run>/plots/`.
-
-    The family module draws its own examples through `plot_examples(datamodule, out_dir, n)`;
-    every figure also goes to the TensorBoard or W&B logger when one is active.
-    """
-
-    def __init__(self, num_examples: int = 4, dirname: str = "plots") -> None:
-        super().__init__()
-        self.num_examples, self.dirname = num_examples, dirname
-        self.history: dict[str, dict[int, float]] = defaultdict(dict)
-        self.written: list[Path] = []
-
-    def _record(self, trainer: L.Trainer) -> None:
-        # epoch-level metrics of the epoch that just ended are complete only once the next starts
-        epoch = trainer.current_epoch - 1
-        for key, value in trainer.callback_metrics.items():
-            split, _, metric = key.partition("/")
-            # every epoch-level scalar of train and val; per-slice keys (val/task3/acc) stay out
-            if epoch >= 0 and split in ("train", "val") and metric and "/" not in metric:
-                self.history[key][epoch] = float(value)
-
-    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._record(trainer)
-
-    @rank_zero_only
-    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._record(trainer)
-        out_dir = Path(trainer.default_root_dir) / self.dirname
-        if self.history:
-            self.written.append(save(learning_curves(self.history), out_dir / "learning_curves.png"))
-        if hasattr(pl_module, "plot_examples") and trainer.datamodule is not None and self.num_examples > 0:
-            self.written += pl_module.plot_examples(trainer.datamodule, out_dir, self.num_examples)
-        for logger in trainer.loggers:
-            _log_images(logger, self.written)
-
-
-def _log_images(logger: object, paths: list[Path]) -> None:
-    if not paths:
-        return
-    if isinstance(logger, WandbLogger):
-        logger.log_image(key="plots", images=[str(p) for p in paths], caption=[p.stem for p in paths])
-    elif isinstance(logger, TensorBoardLogger):
-        for p in paths:
-            logger.experiment.add_image(f"plots/{p.stem}", plt.imread(p)[..., :3], dataformats="HWC")
 
 
 def sequence_example(inputs: Tensor, targets: Tensor, outputs: Tensor, mask: Tensor, weights: Tensor | None,

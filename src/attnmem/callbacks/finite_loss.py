@@ -8,7 +8,7 @@ import lightning as L
 from lightning.pytorch.callbacks import ModelCheckpoint
 from torch import Tensor
 
-from attnmem.errors import UserError
+from attnmem.core.errors import UserError
 
 
 class FiniteLoss(L.Callback):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import pickle
 import re
 import zipfile
@@ -11,9 +10,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
 
-from attnmem.errors import UserError
+from attnmem.core.errors import UserError
 
 # What a Lightning checkpoint of this project holds beyond tensors and plain containers: numpy's RNG
 # state (an ndarray of uint32) among the saved random states. Nothing here can run code when unpickled.
@@ -36,7 +34,7 @@ def load(path: str | Path) -> dict[str, Any]:
         refused = re.search(r"GLOBAL ([\w.]+)", str(error))
         raise UserError(
             f"ckpt_path={path}: refused to unpickle {refused[1] if refused else 'an object'} (checkpoints load with "
-            "weights_only=True: tensors, plain containers and attnmem.checkpoint.SAFE_GLOBALS only); "
+            "weights_only=True: tensors, plain containers and attnmem.runtime.checkpoint.SAFE_GLOBALS only); "
             "pass a checkpoint written by train.py"
         ) from None
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
@@ -58,32 +56,3 @@ def _check_archive(path: str | Path) -> None:
             f"ckpt_path={path} is not a checkpoint (not a torch.save archive): pass a .ckpt written by train.py, "
             "e.g. <run>/checkpoints/last.ckpt"
         )
-
-
-class AtomicModelCheckpoint(ModelCheckpoint):
-    """Lightning's `ModelCheckpoint`, with every file complete or absent, and `last.ckpt` the latest epoch.
-
-    Lightning writes through fsspec to a file in the system temp folder and moves it into place: a
-    copy, not a rename, when that folder is on another filesystem, so a kill can leave a partial
-    `.ckpt`. Here each file is written to a hidden temp name in its own folder and renamed. Since
-    Lightning 2.6, `save_last` refreshes `last.ckpt` only when a top-k checkpoint was saved at the
-    same step; resuming needs the latest epoch, so it is saved at every checkpointing point.
-    """
-
-    def _save_checkpoint(self, trainer: Any, filepath: str) -> None:
-        path = Path(filepath)
-        tmp = path.with_name(f".{path.name}.tmp")
-        super()._save_checkpoint(trainer, str(tmp))
-        if trainer.is_global_zero:
-            os.replace(tmp, path)
-        self._last_checkpoint_saved = filepath
-
-    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
-        super().on_train_epoch_end(trainer, pl_module)
-        if not self._should_skip_saving_checkpoint(trainer) and self._should_save_on_train_epoch_end(trainer):
-            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
-
-    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
-        super().on_validation_end(trainer, pl_module)
-        if not self._should_skip_saving_checkpoint(trainer) and not self._should_save_on_train_epoch_end(trainer):
-            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))

@@ -17,7 +17,7 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from attnmem.atomic import write_json
+from attnmem.core.atomic import write_json
 
 PACKAGES = ("attnmem", "torch", "lightning", "torchmetrics", "hydra-core", "omegaconf", "numpy", "wandb")
 

@@ -1,4 +1,4 @@
-"""The model × data compatibility table, from the classes' families: `python -m attnmem.compat [--update README.md]`.
+"""The model × data compatibility table, from the classes' families: `python -m attnmem.tools.compat [--update FILE]`.
 
 A model class declares `families`, a datamodule class its `family`; a model trains on data of its families.
 Run from the repository root (it reads `conf/model/*.yaml` and `conf/data/*.yaml`).
@@ -12,7 +12,7 @@ from pathlib import Path
 from hydra.utils import get_class
 from omegaconf import OmegaConf
 
-from attnmem.atomic import write_text
+from attnmem.core.atomic import write_text
 
 START, END = "<!-- compat:start -->", "<!-- compat:end -->"
 

@@ -20,9 +20,9 @@ from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
 from lightning.pytorch.loggers import WandbLogger
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from attnmem import checkpoint, console, distributed, hardware, manifest, wandb_run
-from attnmem.atomic import write_json
-from attnmem.errors import UserError
+from attnmem.core.atomic import write_json
+from attnmem.core.errors import UserError
+from attnmem.runtime import checkpoint, console, distributed, hardware, manifest, wandb_run
 
 # noise that says nothing about the run: per-step logging is off on purpose, and the rest is advice
 warnings.filterwarnings("ignore", message=".*smaller than the logging interval.*")
@@ -39,7 +39,7 @@ def setup(cfg: DictConfig) -> tuple[L.LightningDataModule, L.LightningModule, L.
     _set_threads(cfg.threads)
     L.seed_everything(cfg.seed, workers=True)
     family = check_compatible(cfg)
-    task_cls = get_class(f"attnmem.tasks.{family}.Task")
+    task_cls = get_class(get_class(cfg.data._target_).family_module)
     with open_dict(cfg):
         cfg.monitor = cfg.monitor or task_cls.monitor
         cfg.mode = cfg.mode or task_cls.mode
@@ -120,7 +120,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     datamodule.prepare_data()
     datamodule.setup("test")
     net = build_model(run_cfg.model, run_cfg.attention, datamodule.dims, family)
-    task_cls = get_class(f"attnmem.tasks.{family}.Task")
+    task_cls = get_class(type(datamodule).family_module)
     module = task_cls(net, optimizer=instantiate(run_cfg.optimizer), dims=datamodule.dims, **run_cfg.task)
     trainer = L.Trainer(**cfg.trainer, logger=False, enable_model_summary=False, enable_progress_bar=False)
     metrics = _evaluate_best(trainer, module, datamodule, ckpt_path=str(ckpt))

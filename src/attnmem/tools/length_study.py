@@ -1,6 +1,6 @@
 """Quality against source length for finished seq2seq runs: a table and the figure of Bahdanau et al. 2015, Fig. 2.
 
-    python -m attnmem.length_study rnn=outputs/runs/length_study/rnn_reverse_long \\
+    python -m attnmem.tools.length_study rnn=outputs/runs/length_study/rnn_reverse_long \\
         attn_rnn=outputs/runs/length_study/attn_rnn_reverse_long --out docs/figures/length_study.png \\
         --title "reverse, trained on source lengths 1-50"
 
@@ -15,8 +15,8 @@ import json
 import re
 from pathlib import Path
 
-from attnmem import plots
-from attnmem.errors import UserError
+from attnmem.core.errors import UserError
+from attnmem.evaluation import plots
 
 BUCKET = re.compile(r"^test/len(\d+-\d+)/token_acc$")
 LENGTH = re.compile(r"^test/len(\d+)/exact_match$")

@@ -1,0 +1,76 @@
+"""What a datamodule tells the model and the family module about its data (`dm.dims`): one dataclass per family.
+
+A model constructor receives the fields whose names are among its parameters (`kwargs`); the family
+module reads what it needs by attribute. Sizes that come from the data are never typed in a config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class QADims:
+    """A story of sentences and a question in, one answer class out (bAbI, generated bAbI)."""
+
+    vocab_size: int
+    num_answers: int
+    memory_size: int  # S: sentences a story keeps
+    sentence_len: int  # J: one length for statements and questions (as the MemN2N reference code)
+    query_len: int
+    answer_words: list[int]  # the word id of each answer class
+    tasks: list[int]  # the bAbI task numbers trained jointly, for per-task metrics
+    pad_id: int = 0
+
+
+@dataclass(frozen=True)
+class SequenceDims:
+    """Binary vectors in, binary vectors out (the NTM's algorithmic tasks)."""
+
+    input_size: int
+    output_size: int
+    test_lengths: list[int] = field(default_factory=list)  # one extra test set per length
+
+
+@dataclass(frozen=True)
+class Seq2SeqDims:
+    """A source token sequence in, a target token sequence out."""
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    pad_id: int
+    bos_id: int
+    eos_id: int
+    max_src_len: int
+    max_tgt_len: int
+    test_lengths: list[int] = field(default_factory=list)
+    src_itos: list[str] | None = None  # id -> token, for BLEU and plots
+    tgt_itos: list[str] | None = None
+    bleu: bool = False  # whether evaluation reports BLEU (parallel text)
+
+
+@dataclass(frozen=True)
+class SpanDims:
+    """A context and a question in, an answer span of the context out (SQuAD, generated span QA)."""
+
+    vocab_size: int
+    embeddings: Tensor | None = None  # (V, D) pretrained word vectors in vocabulary order, if given
+
+
+@dataclass(frozen=True)
+class PatternsDims:
+    """±1 patterns to store, probes to complete (Hopfield networks)."""
+
+    size: int  # N: units per pattern
+    num_patterns: int  # K
+
+
+Dims = QADims | SequenceDims | Seq2SeqDims | SpanDims | PatternsDims
+
+
+def kwargs(dims: Dims) -> dict[str, Any]:
+    """The fields as a dict, values as they are (no copies: `embeddings` stays the same tensor)."""
+    return {f.name: getattr(dims, f.name) for f in fields(dims)}
