@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from attnmem.core.dims import SequenceDims
 from attnmem.data.algorithmic import (
     AlgorithmicDataModule,
     AssociativeRecall,
@@ -101,7 +102,7 @@ def test_fixed_splits_sizes_and_generalisation_sets():
     loaders = dm.test_dataloader()
     assert len(loaders) == 3 and sum(len(b["inputs"]) for b in loaders[0]) == 5
     assert all(b["mask"].sum(1).eq(9).all() for b in loaders[2])
-    assert dm.dims == {"input_size": 9, "output_size": 8, "test_lengths": [7, 9]}
+    assert dm.dims == SequenceDims(input_size=9, output_size=8, test_lengths=[7, 9])
     assert AlgorithmicDataModule.family == "sequence"
 
 

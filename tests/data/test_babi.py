@@ -10,6 +10,7 @@ import lightning as L
 import pytest
 import torch
 
+from attnmem.core.dims import QADims
 from attnmem.core.errors import UserError
 from attnmem.data import babi, babi_download
 from attnmem.data.babi import BabiDataModule, find_task_files, parse_babi, split_stories
@@ -152,9 +153,9 @@ def fixture_module(tmp_path: Path, **options) -> BabiDataModule:
 def test_datamodule_contract(tmp_path):
     dm = fixture_module(tmp_path)
     assert dm.family == "qa" and dm.has_test
-    assert dm.dims == {"vocab_size": len(dm.vocab), "num_answers": 4, "memory_size": 4, "sentence_len": 4,
-                       "query_len": 4, "tasks": [1, 2],
-                       "answer_words": [1, *(dm.vocab.index(a) for a in dm.answers[1:])]}  # sentence_len: one J for statements and questions
+    assert dm.dims == QADims(vocab_size=len(dm.vocab), num_answers=4, memory_size=4, sentence_len=4,
+                             query_len=4, tasks=[1, 2],
+                             answer_words=[1, *(dm.vocab.index(a) for a in dm.answers[1:])], pad_id=0)  # sentence_len: one J for statements and questions
     assert dm.vocab[:2] == ["<pad>", "<unk>"] and dm.answers == ["<unk>", "answer0", "answer1", "answer2"]
     assert sorted(p.name for p in dm.data_files) == ["qa1_tiny_test.txt", "qa1_tiny_train.txt",
                                                       "qa2_tiny_test.txt", "qa2_tiny_train.txt"]
@@ -200,7 +201,7 @@ def test_checkpoint_vocabulary_is_kept_on_other_data(tmp_path):
         other.setup()
         if not before_setup:
             other.load_state_dict(state)
-        assert other.vocab == trained.vocab and other.answers == trained.answers and other.dims["sentence_len"] == trained.dims["sentence_len"]
+        assert other.vocab == trained.vocab and other.answers == trained.answers and other.dims.sentence_len == trained.dims.sentence_len
         batch = next(iter(other.val_dataloader()))
         assert batch["story"].eq(UNK).any() and batch["answer"].eq(0).all()  # mary, bathroom... are unknown there
         assert other.state_dict() == state
@@ -268,7 +269,7 @@ def test_download_extracts_english_folders_and_prints_licence(tmp_path, monkeypa
         "babi/en-10k/qa1_fresh_train.txt", "babi/en/qa1_fresh_train.txt"]
     assert not list((tmp_path / "babi").glob("*.tar.gz"))
     dm.setup()
-    assert dm.dims["tasks"] == [1]
+    assert dm.dims.tasks == [1]
 
 
 def test_offline_download_says_where_to_put_the_files(tmp_path, monkeypatch):
@@ -299,7 +300,7 @@ def test_real_tasks_1_and_4():
     tasks = {split: dm.qa.splits[split]["task"] for split in ("train", "val")}
     assert [int((tasks["train"] == t).sum() + (tasks["val"] == t).sum()) for t in (1, 4)] == [1000, 1000]
     assert int((tasks["val"] == 1).sum()) == 100 and 100 <= int((tasks["val"] == 4).sum()) <= 105
-    assert not dm.has_test and dm.dims["sentence_len"] == 7 and dm.dims["query_len"] == 6  # "what is the garden east of"
+    assert not dm.has_test and dm.dims.sentence_len == 7 and dm.dims.query_len == 6  # "what is the garden east of"
     examples = parse_babi(next((REAL / "en").glob("qa4_*_train.txt")).read_text().splitlines(), "qa4", task=4)
     assert len({ex.story_key for ex in examples}) == 919  # README: 81 of the 1000 stories are repeats
     train, val = split_stories(examples, 0.1, seed=0)

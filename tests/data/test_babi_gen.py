@@ -5,6 +5,7 @@ import re
 import pytest
 import torch
 
+from attnmem.core.dims import QADims
 from attnmem.data.babi import parse_babi
 from attnmem.data.babi_gen import BabiGenDataModule, generate_babi
 from attnmem.data.babi_tensors import Example
@@ -96,14 +97,13 @@ def test_datamodule_contract_and_determinism():
     dm.setup("fit")
     assert dm.family == "qa" and dm.has_test and dm.data_files == []
     dims = dm.dims
-    assert set(dims) == {"vocab_size", "num_answers", "memory_size", "sentence_len", "query_len", "tasks",
-                         "answer_words"}
-    assert dims["tasks"] == [1, 3, 6] and dims["memory_size"] == 10 and dims["vocab_size"] == len(dm.vocab)
+    assert isinstance(dims, QADims)
+    assert dims.tasks == [1, 3, 6] and dims.memory_size == 10 and dims.vocab_size == len(dm.vocab)
     assert {"yes", "no"} <= set(dm.answers) and dm.answers[0] == "<unk>"
     batch = next(iter(dm.train_dataloader()))
     # a batch keeps the memory slots its longest story fills; J covers statements and queries
     assert batch["story"].shape[0] == 16 and batch["story"].shape[1] <= 10 and batch["story"][:, -1].ne(0).any()
-    assert batch["story"].shape[2] <= dims["sentence_len"] and batch["query"].shape == (16, dims["query_len"])
+    assert batch["story"].shape[2] <= dims.sentence_len and batch["query"].shape == (16, dims.query_len)
     assert all(v.dtype == torch.long for v in batch.values())
     assert [sum(len(b["answer"]) for b in loader) for loader in
             (dm.train_dataloader(), dm.val_dataloader(), dm.test_dataloader())] == [180, 60, 90]

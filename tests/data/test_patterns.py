@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from attnmem.core.dims import PatternsDims
 from attnmem.core.errors import UserError
 from attnmem.data.patterns import PatternsDataModule, make_probes, random_patterns
 
@@ -13,7 +14,7 @@ from attnmem.data.patterns import PatternsDataModule, make_probes, random_patter
 def test_load_sets_the_number_of_patterns_and_num_patterns_replaces_it():
     dm = PatternsDataModule(size=200, load=0.138)
     dm.setup()
-    assert dm.dims == {"size": 200, "num_patterns": 28}  # round(0.138·200)
+    assert dm.dims == PatternsDims(size=200, num_patterns=28)  # round(0.138·200)
     dm = PatternsDataModule(size=200, load=0.138, num_patterns=5)
     dm.setup()
     assert dm.patterns.shape == (5, 200)
@@ -54,7 +55,7 @@ def test_patterns_from_a_file(tmp_path):
     np.save(path, np.array([[0, 1, 1], [1, 0, 0]]))
     dm = PatternsDataModule(path=str(path), noise=0.0)
     dm.setup()
-    assert dm.dims == {"size": 3, "num_patterns": 2}
+    assert dm.dims == PatternsDims(size=3, num_patterns=2)
     assert dm.patterns.tolist() == [[-1.0, 1.0, 1.0], [1.0, -1.0, -1.0]]
     assert dm.data_files == [path]
 

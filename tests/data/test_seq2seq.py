@@ -67,9 +67,9 @@ def test_batches_are_cut_to_their_longest_row_and_dims_follow_the_contract():
     longest = int((batch["src"] != PAD).sum(1).max())
     assert batch["src"].shape == (8, longest) and batch["tgt"].shape[1] == int((batch["tgt"] != PAD).sum(1).max())
     dims = dm.dims
-    assert (dims["pad_id"], dims["bos_id"], dims["eos_id"]) == (0, 1, 2)
-    assert dims["src_vocab_size"] == dims["tgt_vocab_size"] == 14 and dims["src_itos"][4] == "0"
-    assert dims["max_src_len"] == 25 and dims["max_tgt_len"] == 27 and dims["test_lengths"] == [25]
+    assert (dims.pad_id, dims.bos_id, dims.eos_id) == (0, 1, 2)
+    assert dims.src_vocab_size == dims.tgt_vocab_size == 14 and dims.src_itos[4] == "0"
+    assert dims.max_src_len == 25 and dims.max_tgt_len == 27 and dims.test_lengths == [25]
     assert [len(loader.dataset) for loader in dm.test_dataloader()] == [20, 20]
 
 
@@ -103,7 +103,7 @@ def test_parallel_text_vocab_from_train_unknown_tokens_and_empty_lines_counted(t
     assert "test split: 2 unknown token(s) mapped to <unk>" in caplog.text
     assert dm.vocab["src"] == ["<pad>", "<bos>", "<eos>", "<unk>", "b", "c", "a"]  # by frequency, then name
     assert dm.splits["test"]["src"].tolist() == [[6, 3]] and dm.splits["test"]["tgt"].tolist() == [[1, 6, 3, 2]]
-    assert dm.dims["bleu"] and dm.data_files and dm.has_test
+    assert dm.dims.bleu and dm.data_files and dm.has_test
 
 
 def test_parallel_text_chars_truncation_and_held_out_validation(tmp_path, caplog):

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from attnmem.core.dims import SpanDims
 from attnmem.data.span_gen import ATTRIBUTES, SpanGenDataModule, entity_names
 
 
@@ -43,7 +44,7 @@ def test_batches_and_text_mapping():
     for i, s, e in zip(batch["index"].tolist(), batch["start"].tolist(), batch["end"].tolist()):
         example = dm.examples("val")[i]
         assert example.span_text(s, e) == example.answers[0]
-    assert dm.dims == {"vocab_size": len(dm.data.vocab), "embeddings": None} and dm.has_test
+    assert dm.dims == SpanDims(vocab_size=len(dm.data.vocab), embeddings=None) and dm.has_test
 
 
 def test_options_fail_fast():

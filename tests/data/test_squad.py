@@ -10,6 +10,7 @@ import pytest
 import torch
 from conftest import ROOT
 
+from attnmem.core.dims import SpanDims
 from attnmem.core.errors import UserError
 from attnmem.data.glove import read_embeddings
 from attnmem.data.span_tensors import SpanRecord, align, build_examples, tokenize
@@ -178,7 +179,7 @@ def test_datamodule_batches_map_back_to_the_answer_text(tmp_path):
         assert example.span_text(s, e) == example.answers[0]
         words = [dm.data.vocab[w] for w in batch["context"][batch["index"].tolist().index(i)].tolist() if w]
         assert words == list(example.context_words)
-    assert dm.dims == {"vocab_size": len(dm.data.vocab), "embeddings": None}
+    assert dm.dims == SpanDims(vocab_size=len(dm.data.vocab), embeddings=None)
     assert dm.data_files == [tmp_path / "squad.json"]
 
 
@@ -210,7 +211,7 @@ def test_datamodule_passes_embeddings_to_the_model(tmp_path):
     glove.write_text("the 0.5 0.5\nriver 1 -1\n")
     dm = SquadDataModule(train_path=str(small_file(tmp_path)), val_fraction=0.25, embeddings=str(glove))
     dm.setup("fit")
-    weight = dm.dims["embeddings"]
+    weight = dm.dims.embeddings
     assert weight.shape == (len(dm.data.vocab), 2)
     assert weight[dm.data.vocab.index("river")].tolist() == [1.0, -1.0]
     assert dm.data_files[-1] == glove

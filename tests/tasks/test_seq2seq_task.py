@@ -10,10 +10,13 @@ from conftest import FAST
 from torch import Tensor, nn
 
 from attnmem.blocks.output import Output
+from attnmem.core.dims import Seq2SeqDims
 from attnmem.runtime import run
 from attnmem.tasks.seq2seq import Seq2SeqTask
 
-DIMS = {"pad_id": 0, "bos_id": 1, "eos_id": 2, "max_src_len": 4, "test_lengths": [3]}
+DIMS = Seq2SeqDims(
+    src_vocab_size=5, tgt_vocab_size=5, pad_id=0, bos_id=1, eos_id=2, max_src_len=4, max_tgt_len=5, test_lengths=[3]
+)
 
 
 class Echo(nn.Module):

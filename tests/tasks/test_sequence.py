@@ -11,6 +11,7 @@ from conftest import FAST
 from torch import Tensor, nn
 
 from attnmem.blocks.output import Output
+from attnmem.core.dims import SequenceDims
 from attnmem.core.errors import UserError
 from attnmem.runtime import run
 from attnmem.tasks.sequence import SequenceTask
@@ -43,7 +44,7 @@ def batch() -> dict[str, Tensor]:
 
 
 def metrics(net: nn.Module) -> dict[str, float]:
-    task = SequenceTask(net, optimizer=torch.optim.Adam, dims={"test_lengths": []})
+    task = SequenceTask(net, optimizer=torch.optim.Adam, dims=SequenceDims(input_size=1, output_size=1))
     logged = {}
     task.log_dict = lambda values, **kw: logged.update({k: float(v) for k, v in values.items()})
     task.validation_step(batch(), 0)
@@ -68,7 +69,7 @@ def test_flipped_bits_count_on_the_output_phase_only():
 
 
 def test_training_step_loss_is_masked_bce_per_bit():
-    task = SequenceTask(Fixed(0.0), optimizer=torch.optim.Adam, dims={})
+    task = SequenceTask(Fixed(0.0), optimizer=torch.optim.Adam, dims=SequenceDims(input_size=1, output_size=1))
     assert task.training_step(batch(), 0).item() == pytest.approx(math.log(2))
 
 

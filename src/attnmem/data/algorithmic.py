@@ -12,13 +12,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 import lightning as L
 import numpy as np
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler
+
+from attnmem.core.dims import SequenceDims
 
 Example = tuple[Tensor, Tensor, int]  # inputs (T, W_in), targets (T, W_out), output steps
 
@@ -283,9 +285,8 @@ class AlgorithmicDataModule(L.LightningDataModule):
         self.test += [self._fixed(3 + k, self.num_test, size) for k, size in enumerate(self.test_lengths)]
 
     @property
-    def dims(self) -> dict[str, Any]:
-        return {"input_size": self.task.input_size, "output_size": self.task.output_size,
-                "test_lengths": list(self.test_lengths)}
+    def dims(self) -> SequenceDims:
+        return SequenceDims(self.task.input_size, self.task.output_size, list(self.test_lengths))
 
     @property
     def has_test(self) -> bool:

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
+from attnmem.core.dims import QADims
 from attnmem.core.errors import UserError
 from attnmem.data.babi_download import ensure_babi
 from attnmem.data.babi_tensors import Example, QAData, build_answers, build_vocab, vectorize
@@ -265,7 +266,7 @@ class BabiDataModule(L.LightningDataModule):
         return self._qa
 
     @property
-    def dims(self) -> dict[str, Any]:
+    def dims(self) -> QADims:
         return self.qa.dims(self.tasks)
 
     @property

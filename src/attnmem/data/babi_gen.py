@@ -16,6 +16,7 @@ import lightning as L
 from torch import Tensor
 from torch.utils.data import DataLoader
 
+from attnmem.core.dims import QADims
 from attnmem.data.babi import parse_babi, parse_tasks
 from attnmem.data.babi_tensors import Example, QAData, build_answers, build_vocab, vectorize
 
@@ -217,7 +218,7 @@ class BabiGenDataModule(L.LightningDataModule):
         return self._qa
 
     @property
-    def dims(self) -> dict[str, Any]:
+    def dims(self) -> QADims:
         return self.qa.dims(self.tasks)
 
     @property

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
+from attnmem.core.dims import QADims
 from attnmem.core.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -124,14 +125,14 @@ class QAData:
     answers: list[str]
     splits: dict[str, dict[str, Tensor]]  # "train"/"val"/"test" -> story (N, S, L), query (N, Lq), answer, task
 
-    def dims(self, tasks: list[int]) -> dict[str, Any]:
+    def dims(self, tasks: list[int]) -> QADims:
         """What a model needs to know about the data."""
         story, query = self.splits["train"]["story"], self.splits["train"]["query"]
         word_index = {w: i for i, w in enumerate(self.vocab)}
         # one global sentence length J covers statements and questions (as in the MemN2N reference code)
-        return {"vocab_size": len(self.vocab), "num_answers": len(self.answers), "memory_size": story.shape[1],
-                "sentence_len": max(story.shape[2], query.shape[1]), "query_len": query.shape[1],
-                "answer_words": [word_index.get(a, UNK) for a in self.answers], "tasks": list(tasks)}
+        return QADims(vocab_size=len(self.vocab), num_answers=len(self.answers), memory_size=story.shape[1],
+                      sentence_len=max(story.shape[2], query.shape[1]), query_len=query.shape[1],
+                      answer_words=[word_index.get(a, UNK) for a in self.answers], tasks=list(tasks), pad_id=PAD)
 
     def words(self, ids: Tensor) -> str:
         """1-D word ids as space-separated words, pads dropped."""

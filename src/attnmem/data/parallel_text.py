@@ -17,6 +17,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
+from attnmem.core.dims import Seq2SeqDims
 from attnmem.core.errors import UserError
 from attnmem.data.seq2seq import SPECIALS, UNK, check_positive, loader, seq2seq_dims, tensors
 
@@ -144,8 +145,8 @@ class ParallelTextDataModule(L.LightningDataModule):
             self.splits[name] = tensors(to_ids(pairs, self.vocab["src"], self.vocab["tgt"], f"{name} split"))
 
     @property
-    def dims(self) -> dict[str, Any]:
-        return seq2seq_dims(self.splits, self.vocab["src"], self.vocab["tgt"], []) | {"bleu": True}
+    def dims(self) -> Seq2SeqDims:
+        return seq2seq_dims(self.splits, self.vocab["src"], self.vocab["tgt"], [], bleu=True)
 
     @property
     def has_test(self) -> bool:

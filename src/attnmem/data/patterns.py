@@ -10,7 +10,7 @@ Every batch carries the whole memory, `patterns (K, N)`, next to `probes (B, N)`
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import lightning as L
 import numpy as np
@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
+from attnmem.core.dims import PatternsDims
 from attnmem.core.errors import UserError
 
 SPLITS = ("train", "val", "test")
@@ -131,10 +132,10 @@ class PatternsDataModule(L.LightningDataModule):
             self.splits[split] = {"probes": probes, "targets": targets}
 
     @property
-    def dims(self) -> dict[str, Any]:
+    def dims(self) -> PatternsDims:
         if self.patterns is None:
             raise RuntimeError("call setup() before reading the datamodule's dims")
-        return {"size": self.size, "num_patterns": self.num_patterns}
+        return PatternsDims(size=self.size, num_patterns=self.num_patterns)
 
     @property
     def has_test(self) -> bool:

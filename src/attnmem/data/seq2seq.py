@@ -8,13 +8,15 @@ Every example is a source and a target of token ids. Special ids are the same on
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import lightning as L
 import numpy as np
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
+
+from attnmem.core.dims import Seq2SeqDims
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]
@@ -179,7 +181,7 @@ class GeneratedDataModule(L.LightningDataModule):
             self.splits[f"test{k + 1}"] = tensors(self._pairs(3 + k, self.sizes["test"], n, n))
 
     @property
-    def dims(self) -> dict[str, Any]:
+    def dims(self) -> Seq2SeqDims:
         return seq2seq_dims(self.splits, self.itos, self.itos, self.test_lengths)
 
     @property
@@ -198,18 +200,21 @@ class GeneratedDataModule(L.LightningDataModule):
 
 
 def seq2seq_dims(
-    splits: dict[str, dict[str, Tensor]], src_itos: list[str], tgt_itos: list[str], test_lengths: list[int]
-) -> dict[str, Any]:
-    """What a seq2seq model and task need of the data (the contract in DESIGN.md)."""
-    return {
-        "src_vocab_size": len(src_itos),
-        "tgt_vocab_size": len(tgt_itos),
-        "pad_id": PAD,
-        "bos_id": BOS,
-        "eos_id": EOS,
-        "max_src_len": max(lengths(s, "src") for s in splits.values()),
-        "max_tgt_len": max(lengths(s, "tgt") for s in splits.values()),
-        "test_lengths": list(test_lengths),
-        "src_itos": list(src_itos),
-        "tgt_itos": list(tgt_itos),
-    }
+    splits: dict[str, dict[str, Tensor]], src_itos: list[str], tgt_itos: list[str], test_lengths: list[int],
+    *,
+    bleu: bool = False,
+) -> Seq2SeqDims:
+    """What a seq2seq model and task need of the data."""
+    return Seq2SeqDims(
+        src_vocab_size=len(src_itos),
+        tgt_vocab_size=len(tgt_itos),
+        pad_id=PAD,
+        bos_id=BOS,
+        eos_id=EOS,
+        max_src_len=max(lengths(s, "src") for s in splits.values()),
+        max_tgt_len=max(lengths(s, "tgt") for s in splits.values()),
+        test_lengths=list(test_lengths),
+        src_itos=list(src_itos),
+        tgt_itos=list(tgt_itos),
+        bleu=bleu,
+    )

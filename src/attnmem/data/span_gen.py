@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import lightning as L
 from torch.utils.data import DataLoader
 
+from attnmem.core.dims import SpanDims
 from attnmem.data.span_tensors import SpanData, SpanExample, SpanRecord, build_examples, build_vocab
 
 SYLLABLES = (
@@ -185,8 +186,8 @@ class SpanGenDataModule(L.LightningDataModule):
         return self._data
 
     @property
-    def dims(self) -> dict[str, Any]:
-        return {"vocab_size": len(self.data.vocab), "embeddings": None}
+    def dims(self) -> SpanDims:
+        return SpanDims(vocab_size=len(self.data.vocab))
 
     @property
     def has_test(self) -> bool:

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import lightning as L
 from torch.utils.data import DataLoader
 
+from attnmem.core.dims import SpanDims
 from attnmem.core.errors import UserError
 from attnmem.data.glove import read_embeddings
 from attnmem.data.span_tensors import SpanData, SpanExample, SpanRecord, build_examples, build_vocab
@@ -185,8 +186,8 @@ class SquadDataModule(L.LightningDataModule):
         return self._data
 
     @property
-    def dims(self) -> dict[str, Any]:
-        return {"vocab_size": len(self.data.vocab), "embeddings": self._embedding_weight}
+    def dims(self) -> SpanDims:
+        return SpanDims(vocab_size=len(self.data.vocab), embeddings=self._embedding_weight)
 
     @property
     def has_test(self) -> bool:

@@ -21,6 +21,7 @@ from lightning.pytorch.loggers import WandbLogger
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from attnmem.core.atomic import write_json
+from attnmem.core.dims import Dims, kwargs
 from attnmem.core.errors import UserError
 from attnmem.runtime import checkpoint, console, distributed, hardware, manifest, wandb_run
 
@@ -145,11 +146,11 @@ def check_compatible(cfg: DictConfig) -> str:
     )
 
 
-def build_model(model_cfg: DictConfig, score_cfg: DictConfig, dims: dict[str, Any], family: str) -> torch.nn.Module:
+def build_model(model_cfg: DictConfig, score_cfg: DictConfig, dims: Dims, family: str) -> torch.nn.Module:
     """Call the model's partial with the data sizes its constructor takes, the score and the family."""
     model_cls = get_class(model_cfg._target_)
     params = inspect.signature(model_cls).parameters
-    known = {k: v for k, v in dims.items() if k in params}
+    known = {k: v for k, v in kwargs(dims).items() if k in params}
     if "family" in params:
         known["family"] = family
     if "score" in params:

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics import Metric
 
+from attnmem.core.dims import PatternsDims
 from attnmem.evaluation import plots
 from attnmem.tasks import optim
 
@@ -78,7 +79,7 @@ class PatternsTask(L.LightningModule):
     mode: ClassVar[str] = "max"
 
     def __init__(self, net: nn.Module, *, optimizer: Callable[..., torch.optim.Optimizer],
-                 scheduler: Callable[..., Any] | None = None, dims: dict[str, Any]) -> None:
+                 scheduler: Callable[..., Any] | None = None, dims: PatternsDims) -> None:
         super().__init__()
         if not callable(getattr(net, "store", None)):
             raise TypeError(f"a patterns model needs a store(patterns) method; {type(net).__name__} has none")

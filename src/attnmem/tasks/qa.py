@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics import Metric
 
+from attnmem.core.dims import QADims
 from attnmem.evaluation import plots
 from attnmem.tasks import optim
 
@@ -51,7 +52,7 @@ class QATask(L.LightningModule):
         *,
         optimizer: Callable[..., torch.optim.Optimizer],
         scheduler: Callable[..., Any] | None = None,
-        dims: dict[str, Any],
+        dims: QADims,
         loss_reduction: str = "mean",
     ) -> None:
         super().__init__()
@@ -60,7 +61,7 @@ class QATask(L.LightningModule):
         self.net = net
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.loss_reduction = loss_reduction
-        self.tasks: list[int] = list(dims.get("tasks", [])) or [0]
+        self.tasks: list[int] = list(dims.tasks) or [0]
         # task number -> position in the per-task totals (a lookup, so no Python loop over tasks)
         position = torch.zeros(max(self.tasks) + 1, dtype=torch.long)
         position[self.tasks] = torch.arange(len(self.tasks))

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics.text import BLEUScore
 
+from attnmem.core.dims import Seq2SeqDims
 from attnmem.evaluation import decode as decoding
 from attnmem.evaluation import plots
 from attnmem.tasks import optim
@@ -45,7 +46,7 @@ class Seq2SeqTask(L.LightningModule):
         *,
         optimizer: Callable[..., torch.optim.Optimizer],
         scheduler: Callable[..., Any] | None = None,
-        dims: dict[str, Any],
+        dims: Seq2SeqDims,
         label_smoothing: float = 0.0,
         decode: dict[str, Any] | None = None,
         length_bucket: int = 10,
@@ -64,14 +65,14 @@ class Seq2SeqTask(L.LightningModule):
         self.net = net
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.label_smoothing, self.length_bucket = label_smoothing, length_bucket
-        self.ids = {k: dims[f"{k}_id"] for k in ("pad", "bos", "eos")}
-        self.tgt_itos, self.src_itos = dims.get("tgt_itos"), dims.get("src_itos")
-        self.max_src_len = dims.get("max_src_len", 1)
-        self.test_names = ["test", *(f"test/len{n}" for n in dims.get("test_lengths", []))]
+        self.ids = {"pad": dims.pad_id, "bos": dims.bos_id, "eos": dims.eos_id}
+        self.tgt_itos, self.src_itos = dims.tgt_itos, dims.src_itos
+        self.max_src_len = dims.max_src_len
+        self.test_names = ["test", *(f"test/len{n}" for n in dims.test_lengths)]
         sizes = {"train": 1, "val": 1, "test": len(self.test_names)}
         self.totals = nn.ModuleDict({f"{s}_totals": Totals(FIELDS * n) for s, n in sizes.items()})
         self.by_length = Totals(LENGTH_FIELDS * (self.max_src_len + 1))
-        self.bleu = nn.ModuleDict({s: BLEUScore() for s in ("val", "test")}) if dims.get("bleu") else None
+        self.bleu = nn.ModuleDict({s: BLEUScore() for s in ("val", "test")}) if dims.bleu else None
 
     def forward(self, batch: dict[str, Tensor]):
         return self.net(batch)

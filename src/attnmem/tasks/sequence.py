@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnmem.core.dims import SequenceDims
 from attnmem.evaluation import plots
 from attnmem.tasks import optim
 from attnmem.tasks.qa import Totals
@@ -25,7 +26,7 @@ class SequenceTask(L.LightningModule):
     Metrics per split (Graves et al. 2014, §4): `cost` in bits per sequence, `bit_errors` per
     sequence (an output bit counts as 1 when its probability is > 0.5), `exact_match` (the
     fraction of sequences without a bit error), and `loss` (BCE per bit, in nats). Test dataloader
-    k > 0 is the generalisation set of `dims["test_lengths"][k - 1]`, logged as `test/len{L}/...`.
+    k > 0 is the generalisation set of `dims.test_lengths[k - 1]`, logged as `test/len{L}/...`.
     """
 
     monitor: ClassVar[str] = "val/bit_errors"
@@ -37,12 +38,12 @@ class SequenceTask(L.LightningModule):
         *,
         optimizer: Callable[..., torch.optim.Optimizer],
         scheduler: Callable[..., Any] | None = None,
-        dims: dict[str, Any],
+        dims: SequenceDims,
     ) -> None:
         super().__init__()
         self.net = net
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
-        self.test_names = ["test", *(f"test/len{n}" for n in dims.get("test_lengths", []))]
+        self.test_names = ["test", *(f"test/len{n}" for n in dims.test_lengths)]
         sizes = {"train": 1, "val": 1, "test": len(self.test_names)}
         self.totals = nn.ModuleDict({f"{s}_totals": Totals(FIELDS * n) for s, n in sizes.items()})
 

@@ -14,6 +14,7 @@ from hydra.core.hydra_config import HydraConfig
 from torch import Tensor, nn
 
 from attnmem.core.atomic import write_json
+from attnmem.core.dims import SpanDims
 from attnmem.evaluation import plots
 from attnmem.evaluation.squad_metric import best_over_references, exact_match, f1
 from attnmem.tasks import optim
@@ -64,7 +65,7 @@ class SpanTask(L.LightningModule):
         *,
         optimizer: Callable[..., torch.optim.Optimizer],
         scheduler: Callable[..., Any] | None = None,
-        dims: dict[str, Any],
+        dims: SpanDims,
         max_answer_len: int = 15,
     ) -> None:
         super().__init__()
