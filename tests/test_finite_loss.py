@@ -12,7 +12,7 @@ from attnmem.core.errors import UserError
 from attnmem.runtime import checkpoint, run
 from attnmem.tasks import qa
 
-TINY = [*FAST, "data.num_train=200", "data.num_val=20", "data.num_test=20", "data.batch_size=32"]
+TINY = [*FAST, "data.source.num_train=200", "data.source.num_val=20", "data.source.num_test=20", "data.batch_size=32"]
 
 
 def test_nan_loss_stops_with_the_step_the_last_finite_loss_and_the_checkpoint(compose_cfg, tmp_path, monkeypatch):

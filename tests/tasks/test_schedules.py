@@ -46,7 +46,9 @@ def test_configure_passes_a_scheduler_dict_through_and_wraps_a_plain_scheduler()
 
 
 def test_transformer_reverse_experiment_steps_noam_per_batch(compose_cfg):
-    cfg = compose_cfg("experiment=transformer_reverse", "data.num_train=64", "data.num_val=8", "data.num_test=8")
+    cfg = compose_cfg(
+        "experiment=transformer_reverse", "data.source.num_train=64", "data.source.num_val=8", "data.source.num_test=8"
+    )
     _, module, _ = run.setup(cfg)
     config = module.configure_optimizers()
     assert config["lr_scheduler"]["interval"] == "step"

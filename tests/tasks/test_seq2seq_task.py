@@ -84,17 +84,17 @@ def test_bad_options_name_the_option(kw, message):
         Seq2SeqTask(Echo(), optimizer=torch.optim.Adam, dims=DIMS, **kw)
 
 
-TINY = [*FAST, "data.num_val=64", "data.num_test=64", "data.batch_size=32", "trainer.max_epochs=4"]
+TINY = [*FAST, "data.source.num_val=64", "data.source.num_test=64", "data.batch_size=32", "trainer.max_epochs=4"]
 
 
 def test_a_tiny_attention_rnn_learns_to_copy_and_reports_every_slice(compose_cfg, tmp_path):
     cfg = compose_cfg(
         "model=attn_rnn",
         "data=copy_tokens",
-        "data.vocab_size=5",
-        "data.train_lengths=[1,3]",
-        "data.test_lengths=[4]",
-        "data.num_train=2000",
+        "data.source.vocab_size=5",
+        "data.source.train_lengths=[1,3]",
+        "data.source.test_lengths=[4]",
+        "data.source.num_train=2000",
         "model.hidden_size=32",
         "model.embed_dim=16",
         "optimizer.lr=0.01",
@@ -119,10 +119,10 @@ def test_parallel_text_reports_bleu(compose_cfg, tmp_path):
     pairs = [("a b c", "c b a"), ("b c", "c b"), ("a c", "c a"), ("c b a a", "a a b c")] * 8
     (tmp_path / "train.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in pairs))
     cfg = compose_cfg(
-        "model=rnn",
+        "model=rnn_seq2seq",
         "data=parallel_text",
-        f"data.train_file={tmp_path / 'train.tsv'}",
-        f"data.test_file={tmp_path / 'train.tsv'}",
+        f"data.source.train_file={tmp_path / 'train.tsv'}",
+        f"data.source.test_file={tmp_path / 'train.tsv'}",
         "model.hidden_size=16",
         "model.embed_dim=8",
         *FAST,
@@ -136,10 +136,12 @@ def test_parallel_text_reports_bleu(compose_cfg, tmp_path):
 
 @pytest.mark.parametrize("experiment", ["rnn_reverse", "attn_rnn_reverse", "rnn_reverse_long", "attn_rnn_reverse_long"])
 def test_experiments_compose_and_build(compose_cfg, experiment):
-    cfg = compose_cfg(f"experiment={experiment}", "data.num_train=8", "data.num_val=8", "data.num_test=8")
+    cfg = compose_cfg(
+        f"experiment={experiment}", "data.source.num_train=8", "data.source.num_val=8", "data.source.num_test=8"
+    )
     datamodule, module, trainer = run.setup(cfg)
-    assert cfg.name == experiment and cfg.data.task == "reverse" and trainer.max_epochs >= 20
+    assert cfg.name == experiment and cfg.data.source.task == "reverse" and trainer.max_epochs >= 20
     long = experiment.endswith("_long")
-    assert list(cfg.data.train_lengths) == ([1, 50] if long else [1, 20])
+    assert list(cfg.data.source.train_lengths) == ([1, 50] if long else [1, 20])
     assert (cfg.callbacks.early_stopping is None) == long  # the length study spends the whole budget
     assert module.monitor == "val/exact_match"

@@ -73,7 +73,7 @@ def test_training_step_loss_is_masked_bce_per_bit():
     assert task.training_step(batch(), 0).item() == pytest.approx(math.log(2))
 
 
-@pytest.mark.parametrize("model", ["ntm", "lstm"])
+@pytest.mark.parametrize("model", ["ntm", "rnn_sequence"])
 def test_train_reports_generalisation_lengths_and_plots(compose_cfg, tmp_path, model):
     overrides = ["model.controller_size=8", "model.memory_locations=8"] if model == "ntm" else ["model.num_layers=1",
                                                                                                "model.hidden_size=8"]

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
 from conftest import FAST
 
+from attnmem.callbacks.predictions import PredictionsWriter
 from attnmem.runtime import run
 from attnmem.tasks.span import decode, span_losses
 
@@ -47,17 +49,29 @@ def test_loss_is_summed_over_iterations_and_ignores_spans_past_the_cut():
     assert span_losses(logits, torch.tensor([1, -1]), torch.tensor([2, -1]))[0] < 6 * math.log(4) - 1
 
 
+def test_predictions_writer_writes_on_rank_zero_only_what_a_module_keeps(tmp_path):
+    writer = PredictionsWriter(tmp_path / "run")
+    rank0, rank1 = SimpleNamespace(is_global_zero=True), SimpleNamespace(is_global_zero=False)
+    writer.on_test_end(rank1, SimpleNamespace(predictions={"q1": "Paris"}))
+    assert not (tmp_path / "run" / "predictions.json").exists()
+    writer.on_test_end(rank0, SimpleNamespace())  # a family without predictions
+    assert not (tmp_path / "run" / "predictions.json").exists()
+    writer.on_test_end(rank0, SimpleNamespace(predictions={"q1": "Paris", "q2": "the river"}))
+    assert json.loads((tmp_path / "run" / "predictions.json").read_text()) == {"q1": "Paris", "q2": "the river"}
+    assert [p.name for p in (tmp_path / "run").iterdir()] == ["predictions.json"]  # no temporary file left
+
+
 @pytest.mark.slow
 def test_a_tiny_span_gen_run_learns_and_writes_predictions(compose_cfg, tmp_path):
     cfg = compose_cfg(
         "model=dcn",
         "data=span_gen",
-        "data.num_train=1000",
-        "data.num_val=100",
-        "data.num_test=100",
-        "data.entities_per_context=2",
-        "data.facts_per_entity=2",
-        "data.fillers=1",
+        "data.source.num_train=1000",
+        "data.source.num_val=100",
+        "data.source.num_test=100",
+        "data.source.entities_per_context=2",
+        "data.source.facts_per_entity=2",
+        "data.source.fillers=1",
         "trainer.max_epochs=4",
         "callbacks.plots.num_examples=1",
         *FAST,
@@ -70,3 +84,6 @@ def test_a_tiny_span_gen_run_learns_and_writes_predictions(compose_cfg, tmp_path
     predictions = json.loads((out / "predictions.json").read_text())
     assert len(predictions) == 100 and all(isinstance(v, str) and v for v in predictions.values())
     assert {p.name for p in (out / "plots").iterdir()} >= {"pointers_0.png", "coattention_0.png"}
+    ckpt = next((out / "checkpoints").glob("epoch*.ckpt"))
+    run.evaluate(compose_cfg(f"ckpt_path={ckpt}", config_name="eval", run_dir=tmp_path / "eval"))
+    assert json.loads((tmp_path / "eval" / "predictions.json").read_text()).keys() == predictions.keys()

@@ -11,11 +11,11 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torchmetrics import Metric
 
 from attnmem.core.dims import PatternsDims
 from attnmem.evaluation import plots
-from attnmem.tasks import optim
+from attnmem.tasks import hooks, optim
+from attnmem.tasks.metrics import Sums
 
 # a network that stores without gradients fits with no optimizer, on purpose
 warnings.filterwarnings("ignore", message=".*configure_optimizers.*returned `None`.*")
@@ -41,26 +41,9 @@ def energy_monotone(energy: Tensor) -> Tensor:
     return (energy.diff(dim=-1) <= ENERGY_TOLERANCE * scale.unsqueeze(-1)).all(-1)
 
 
-class RetrievalTotals(Metric):
-    """Sums of overlap, exact recalls, steps, monotone energies and loss, and the smallest overlap."""
-
-    full_state_update = False
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.add_state("total", torch.zeros(6, dtype=torch.float64), dist_reduce_fx="sum")
-        self.add_state("overlap_min", torch.tensor(float("inf"), dtype=torch.float64), dist_reduce_fx="min")
-
-    def update(self, overlap: Tensor, steps: Tensor, monotone: Tensor, loss_sum: Tensor) -> None:
-        recalled = (overlap >= 1 - 1e-6).double()
-        self.total += torch.stack([overlap.double().sum(), recalled.sum(), steps.double().sum(),
-                                   monotone.double().sum(), loss_sum.double(), torch.tensor(float(len(overlap)))])
-        self.overlap_min = torch.minimum(self.overlap_min, overlap.double().min())
-
-    def compute(self) -> dict[str, Tensor]:
-        overlap, recalled, steps, monotone, loss, count = self.total
-        return {"overlap": overlap / count, "overlap_min": self.overlap_min, "recall": recalled / count,
-                "steps": steps / count, "energy_monotone": monotone / count, "loss": loss / count}
+SPLITS = ("train", "val", "test")
+# per split: sums of overlap, exact recalls, update steps, monotone energies and loss, probes; the smallest overlap
+FIELDS = ("overlap", "recalled", "steps", "monotone", "loss", "count")
 
 
 class PatternsTask(L.LightningModule):
@@ -85,17 +68,20 @@ class PatternsTask(L.LightningModule):
             raise TypeError(f"a patterns model needs a store(patterns) method; {type(net).__name__} has none")
         self.net = net
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
-        self.metrics = nn.ModuleDict({f"{s}_totals": RetrievalTotals() for s in ("train", "val", "test")})
+        self.sums = nn.ModuleDict({f"{s}_sums": Sums(FIELDS, minima=["overlap_min"]) for s in SPLITS})
 
     @property
     def trainable(self) -> bool:
         """Whether the net has parameters to learn (a learned score); otherwise storing is all of training."""
         return any(p.requires_grad for p in self.net.parameters())
 
-    def forward(self, batch: dict[str, Tensor]):
-        return self.net(batch)
+    # Lightning's hooks, written once in attnmem.tasks.hooks
+    validation_step, test_step = hooks.step("val"), hooks.step("test")
+    on_validation_epoch_end, on_test_epoch_end = hooks.epoch_end("val"), hooks.epoch_end("test")
+    prog_bar_splits: ClassVar[tuple[str, ...]] = ("val",)
 
-    def _step(self, batch: dict[str, Tensor], split: str) -> Tensor | None:
+    def shared_step(self, batch: dict[str, Tensor], split: str, test_set: int = 0) -> Tensor | None:
+        """The retrieval loss when the net learns a score; overlap, recall, steps and energy summed in place."""
         out = self.net(batch)
         losses = None
         if self.trainable:
@@ -103,41 +89,35 @@ class PatternsTask(L.LightningModule):
                 raise ValueError(f"{type(self.net).__name__} has parameters to train but returns no retrieval scores")
             losses = F.cross_entropy(out.scores, batch["targets"], reduction="none")  # (B,)
         overlap = overlaps(out.pred.detach(), batch["patterns"][batch["targets"]])  # (B,)
-        loss_sum = losses.detach().sum() if losses is not None else torch.zeros(())
-        self.metrics[f"{split}_totals"].update(overlap, out.steps, energy_monotone(out.energy.detach()), loss_sum)
+        loss_sum = losses.detach().sum() if losses is not None else overlap.new_zeros(())
+        recalled, monotone = overlap >= 1 - 1e-6, energy_monotone(out.energy.detach())
+        sums = self.sums[f"{split}_sums"]
+        sums.add(torch.stack([overlap.double().sum(), recalled.sum(), out.steps.sum(), monotone.sum(), loss_sum,
+                              overlap.new_tensor(len(overlap))]))
+        sums.lower("overlap_min", overlap.min().double())
         return losses.mean() if losses is not None else None
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor | None:
         self.net.store(batch["patterns"])
-        return self._step(batch, "train") if self.trainable else None  # storing was all of it
+        return self.shared_step(batch, "train") if self.trainable else None  # storing was all of it
 
-    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        self._step(batch, "val")
-
-    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        self._step(batch, "test")
-
-    def _log_split(self, split: str) -> None:
-        # logged once per epoch, from sums over the split (synced across processes)
-        metric = self.metrics[f"{split}_totals"]
-        if not metric.update_called:
-            return
-        values = metric.compute()
-        metric.reset()
+    def epoch_metrics(self, split: str) -> dict[str, Tensor]:
+        """Mean and min overlap, recall, steps and monotone energies per probe; the loss when the net learns."""
+        sums = {k: v.sum() for k, v in self.sums[f"{split}_sums"].read().items()}  # one slice
+        count = sums["count"]
+        if not count:
+            return {}
+        logged = {"overlap": sums["overlap"] / count, "overlap_min": sums["overlap_min"],
+                  "recall": sums["recalled"] / count, "steps": sums["steps"] / count,
+                  "energy_monotone": sums["monotone"] / count, "loss": sums["loss"] / count}
         if not self.trainable:
-            del values["loss"]
-        self.log_dict({f"{split}/{k}": v.float() for k, v in values.items()}, prog_bar=split == "val")
+            del logged["loss"]
+        return {f"{split}/{k}": v for k, v in logged.items()}
 
     def on_train_epoch_end(self) -> None:
-        self._log_split("train")
+        hooks.log_epoch(self, "train")
         if not self.trainable:
             self.trainer.should_stop = True
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_split("val")
-
-    def on_test_epoch_end(self) -> None:
-        self._log_split("test")
 
     def configure_optimizers(self) -> Any:
         if not self.trainable:

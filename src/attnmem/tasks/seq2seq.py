@@ -15,11 +15,12 @@ from torchmetrics.text import BLEUScore
 from attnmem.core.dims import Seq2SeqDims
 from attnmem.evaluation import decode as decoding
 from attnmem.evaluation import plots
-from attnmem.tasks import optim
-from attnmem.tasks.qa import Totals
+from attnmem.tasks import hooks
+from attnmem.tasks.metrics import Sums, counted
 
-FIELDS = 5  # per split/slice: loss (nats), target tokens, correct tokens, sequences, exact sequences
-LENGTH_FIELDS = 4  # per source length: target tokens, correct tokens, sequences, exact sequences
+SPLITS = ("train", "val", "test")
+FIELDS = ("nats", "tokens", "correct", "count", "exact")  # per test set: loss, target tokens, sequences
+LENGTH_FIELDS = ("tokens", "correct", "count", "exact")  # per source length
 DECODE = {"beam_size": 1, "max_len": None, "length_penalty": 0.0}
 
 
@@ -40,17 +41,9 @@ class Seq2SeqTask(L.LightningModule):
     monitor: ClassVar[str] = "val/exact_match"
     mode: ClassVar[str] = "max"
 
-    def __init__(
-        self,
-        net: nn.Module,
-        *,
-        optimizer: Callable[..., torch.optim.Optimizer],
-        scheduler: Callable[..., Any] | None = None,
-        dims: Seq2SeqDims,
-        label_smoothing: float = 0.0,
-        decode: dict[str, Any] | None = None,
-        length_bucket: int = 10,
-    ) -> None:
+    def __init__(self, net: nn.Module, *, optimizer: Callable[..., torch.optim.Optimizer],
+                 scheduler: Callable[..., Any] | None = None, dims: Seq2SeqDims, label_smoothing: float = 0.0,
+                 decode: dict[str, Any] | None = None, length_bucket: int = 10) -> None:
         super().__init__()
         unknown = set(decode or {}) - set(DECODE)
         if unknown:
@@ -69,20 +62,16 @@ class Seq2SeqTask(L.LightningModule):
         self.tgt_itos, self.src_itos = dims.tgt_itos, dims.src_itos
         self.max_src_len = dims.max_src_len
         self.test_names = ["test", *(f"test/len{n}" for n in dims.test_lengths)]
-        sizes = {"train": 1, "val": 1, "test": len(self.test_names)}
-        self.totals = nn.ModuleDict({f"{s}_totals": Totals(FIELDS * n) for s, n in sizes.items()})
-        self.by_length = Totals(LENGTH_FIELDS * (self.max_src_len + 1))
+        slices = {"train": 1, "val": 1, "test": len(self.test_names)}
+        self.sums = nn.ModuleDict({f"{s}_sums": Sums(FIELDS, slices=n) for s, n in slices.items()})
+        self.lengths = Sums(LENGTH_FIELDS, slices=self.max_src_len + 1)  # the main test set by source length
         self.bleu = nn.ModuleDict({s: BLEUScore() for s in ("val", "test")}) if dims.bleu else None
 
-    def forward(self, batch: dict[str, Tensor]):
-        return self.net(batch)
-
-    def _add(self, split: str, slot: int, fields: list[Tensor]) -> None:
-        # one metric update per step, summed into this slice's place: no per-step logging
-        totals = self.totals[f"{split}_totals"]
-        values = torch.zeros(totals.total.shape, dtype=torch.float64, device=self.device)
-        values[FIELDS * slot : FIELDS * (slot + 1)] = torch.stack(fields).to(values)
-        totals.update(values)
+    # Lightning's hooks, written once in attnmem.tasks.hooks
+    training_step, validation_step, test_step = (hooks.step(split) for split in SPLITS)
+    on_train_epoch_end, on_validation_epoch_end, on_test_epoch_end = (hooks.epoch_end(split) for split in SPLITS)
+    configure_optimizers = hooks.configure_optimizers
+    prog_bar_splits: ClassVar[tuple[str, ...]] = ("val",)
 
     def _teacher_forced(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
         logits, targets = self.net(batch).pred, batch["tgt"][:, 1:]  # (B, Lt-1, V), (B, Lt-1)
@@ -105,25 +94,21 @@ class Seq2SeqTask(L.LightningModule):
         tokens = real.sum(1)
         return tokens, correct, correct == tokens
 
-    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+    def shared_step(self, batch: dict[str, Tensor], split: str, test_set: int = 0) -> Tensor:
+        """The teacher-forced loss per target token; val and test score the decoded output, training the forced one."""
         nats, predicted, targets = self._teacher_forced(batch)
+        if split != "train":
+            # by default no further than the batch's longest target: later tokens cannot change token_acc or exact_match
+            predicted = self.generate(batch["src"], max_len=self.decode["max_len"] or targets.shape[1])
         tokens, correct, exact = self._compare(predicted, targets)
-        self._add("train", 0, [nats.detach(), tokens.sum(), correct.sum(), tokens.new_tensor(len(exact)), exact.sum()])
-        return nats / tokens.sum()
-
-    def _evaluate(self, batch: dict[str, Tensor], split: str, slot: int) -> None:
-        nats, _, targets = self._teacher_forced(batch)
-        # by default no further than the batch's longest target: later tokens cannot change token_acc or exact_match
-        predicted = self.generate(batch["src"], max_len=self.decode["max_len"] or targets.shape[1])
-        tokens, correct, exact = self._compare(predicted, targets)
-        self._add(split, slot, [nats, tokens.sum(), correct.sum(), tokens.new_tensor(len(exact)), exact.sum()])
-        if split == "test" and slot == 0 and self.length_bucket:
+        summed = torch.stack([nats.detach(), tokens.sum(), correct.sum(), tokens.new_tensor(len(exact)), exact.sum()])
+        self.sums[f"{split}_sums"].add(summed, test_set)
+        if split == "test" and test_set == 0 and self.length_bucket:
             length = (batch["src"] != self.ids["pad"]).sum(1).clamp_max(self.max_src_len)  # (B,)
-            stats = torch.stack([tokens, correct, torch.ones_like(tokens), exact.long()], -1).double()  # (B, 4)
-            values = torch.zeros(self.max_src_len + 1, LENGTH_FIELDS, dtype=torch.float64, device=self.device)
-            self.by_length.update(values.index_add_(0, length, stats).flatten())
-        if self.bleu is not None and slot == 0:
+            self.lengths.add_rows(length, torch.stack([tokens, correct, torch.ones_like(tokens), exact.long()], -1))
+        if split != "train" and test_set == 0 and self.bleu is not None:
             self.bleu[split].update([self.text(p) for p in predicted], [[self.text(t)] for t in targets])
+        return nats / tokens.sum()
 
     @torch.no_grad()
     def generate(self, src: Tensor, *, max_len: int) -> Tensor:
@@ -153,57 +138,29 @@ class Seq2SeqTask(L.LightningModule):
                 words.append(vocab[i] if vocab else str(i))
         return " ".join(words)
 
-    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        self._evaluate(batch, "val", 0)
-
-    def test_step(self, batch: dict[str, Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
-        self._evaluate(batch, "test", dataloader_idx)
-
-    def _log_split(self, split: str) -> None:
-        totals = self.totals[f"{split}_totals"]
-        if not totals.update_called:
-            return
-        rows = totals.compute().view(-1, FIELDS)  # synced across processes
-        totals.reset()
-        names = self.test_names if split == "test" else [split]
+    def epoch_metrics(self, split: str) -> dict[str, Tensor]:
+        """Loss, token accuracy and exact match of each of the split's sets; length buckets and BLEU where measured."""
         logged = {}
-        for name, (nats, tokens, correct, count, exact) in zip(names, rows):
-            if count > 0:
-                logged |= {
-                    f"{name}/loss": nats / tokens,
-                    f"{name}/token_acc": correct / tokens,
-                    f"{name}/exact_match": exact / count,
-                }
-        if split == "test" and self.by_length.update_called:
-            logged |= self._buckets(self.by_length.compute().view(-1, LENGTH_FIELDS))
-            self.by_length.reset()
+        for name, s in counted(self.sums[f"{split}_sums"].read(), self.test_names if split == "test" else [split]):
+            tokens = s["tokens"]
+            logged |= {f"{name}/loss": s["nats"] / tokens, f"{name}/token_acc": s["correct"] / tokens,
+                       f"{name}/exact_match": s["exact"] / s["count"]}
+        if split == "test" and self.length_bucket:
+            logged |= self._buckets(self.lengths.read())
         if self.bleu is not None and split != "train":
             logged[f"{split}/bleu"] = self.bleu[split].compute()
             self.bleu[split].reset()
-        self.log_dict({k: v.float() for k, v in logged.items()}, prog_bar=split == "val", add_dataloader_idx=False)
+        return logged
 
-    def _buckets(self, per_length: Tensor) -> dict[str, Tensor]:
+    def _buckets(self, lengths: dict[str, Tensor]) -> dict[str, Tensor]:
         """`test/len{a}-{b}/token_acc` and `.../exact_match` for source lengths a .. b, buckets from length 1."""
         logged = {}
-        for low in range(1, len(per_length), self.length_bucket):
-            high = min(low + self.length_bucket, len(per_length)) - 1
-            tokens, correct, count, exact = per_length[low : high + 1].sum(0)
+        for low in range(1, len(lengths["count"]), self.length_bucket):
+            tokens, correct, count, exact = (lengths[f][low : low + self.length_bucket].sum() for f in LENGTH_FIELDS)
             if count > 0:
                 name = f"test/len{low}-{low + self.length_bucket - 1}"
                 logged |= {f"{name}/token_acc": correct / tokens, f"{name}/exact_match": exact / count}
         return logged
-
-    def on_train_epoch_end(self) -> None:
-        self._log_split("train")
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_split("val")
-
-    def on_test_epoch_end(self) -> None:
-        self._log_split("test")
-
-    def configure_optimizers(self) -> Any:
-        return optim.configure(self.parameters(), self.optimizer_factory, self.scheduler_factory)
 
     @torch.no_grad()
     def plot_examples(self, datamodule: L.LightningDataModule, out_dir: Path, num_examples: int) -> list[Path]:

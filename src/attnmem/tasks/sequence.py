@@ -14,10 +14,11 @@ from torch import Tensor, nn
 
 from attnmem.core.dims import SequenceDims
 from attnmem.evaluation import plots
-from attnmem.tasks import optim
-from attnmem.tasks.qa import Totals
+from attnmem.tasks import hooks
+from attnmem.tasks.metrics import Sums, counted
 
-FIELDS = 5  # per split/slice: cost (nats), bit errors, exact sequences, sequences, bits
+SPLITS = ("train", "val", "test")
+FIELDS = ("nats", "errors", "exact", "count", "bits")  # per test set: cost, bit errors, exact sequences, sequences
 
 
 class SequenceTask(L.LightningModule):
@@ -32,25 +33,23 @@ class SequenceTask(L.LightningModule):
     monitor: ClassVar[str] = "val/bit_errors"
     mode: ClassVar[str] = "min"
 
-    def __init__(
-        self,
-        net: nn.Module,
-        *,
-        optimizer: Callable[..., torch.optim.Optimizer],
-        scheduler: Callable[..., Any] | None = None,
-        dims: SequenceDims,
-    ) -> None:
+    def __init__(self, net: nn.Module, *, optimizer: Callable[..., torch.optim.Optimizer],
+                 scheduler: Callable[..., Any] | None = None, dims: SequenceDims) -> None:
         super().__init__()
         self.net = net
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.test_names = ["test", *(f"test/len{n}" for n in dims.test_lengths)]
-        sizes = {"train": 1, "val": 1, "test": len(self.test_names)}
-        self.totals = nn.ModuleDict({f"{s}_totals": Totals(FIELDS * n) for s, n in sizes.items()})
+        slices = {"train": 1, "val": 1, "test": len(self.test_names)}
+        self.sums = nn.ModuleDict({f"{s}_sums": Sums(FIELDS, slices=n) for s, n in slices.items()})
 
-    def forward(self, batch: dict[str, Tensor]):
-        return self.net(batch)
+    # Lightning's hooks, written once in attnmem.tasks.hooks
+    training_step, validation_step, test_step = (hooks.step(split) for split in SPLITS)
+    on_train_epoch_end, on_validation_epoch_end, on_test_epoch_end = (hooks.epoch_end(split) for split in SPLITS)
+    configure_optimizers = hooks.configure_optimizers
+    prog_bar_splits: ClassVar[tuple[str, ...]] = ("val",)
 
-    def _step(self, batch: dict[str, Tensor], split: str, slot: int = 0) -> Tensor:
+    def shared_step(self, batch: dict[str, Tensor], split: str, test_set: int = 0) -> Tensor:
+        """The masked BCE per bit; the batch's sums added to its test set's slice in one in-place add."""
         logits, targets = self.net(batch).pred, batch["targets"]  # (B, T, W)
         mask = batch["mask"].unsqueeze(-1).to(logits.dtype)  # (B, T, 1)
         nats = F.binary_cross_entropy_with_logits(logits, targets, reduction="none") * mask
@@ -58,47 +57,17 @@ class SequenceTask(L.LightningModule):
         loss = nats.sum() / bits
         errors = (((logits > 0) != (targets > 0.5)) * mask).sum((1, 2))  # (B,)
         summed = torch.stack([nats.detach().sum(), errors.sum(), (errors == 0).sum(), errors.new_tensor(len(errors)),
-                              bits]).double()
-        # one metric update per step, summed into this slice's place: no per-step logging
-        values = torch.zeros(self.totals[f"{split}_totals"].total.shape, dtype=torch.float64, device=logits.device)
-        values[FIELDS * slot : FIELDS * (slot + 1)] = summed.to(values)
-        self.totals[f"{split}_totals"].update(values)
+                              bits])
+        self.sums[f"{split}_sums"].add(summed, test_set)
         return loss
 
-    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
-        return self._step(batch, "train")
-
-    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        self._step(batch, "val")
-
-    def test_step(self, batch: dict[str, Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
-        self._step(batch, "test", dataloader_idx)
-
-    def _log_split(self, split: str) -> None:
-        totals = self.totals[f"{split}_totals"]
-        if not totals.update_called:
-            return
-        rows = totals.compute().view(-1, FIELDS)  # synced across processes
-        totals.reset()
-        names = self.test_names if split == "test" else [split]
+    def epoch_metrics(self, split: str) -> dict[str, Tensor]:
+        """Loss, cost, bit errors and exact match of each of the split's sets that saw a sequence."""
         logged = {}
-        for name, (nats, errors, exact, count, bits) in zip(names, rows):
-            if count > 0:
-                logged |= {f"{name}/loss": nats / bits, f"{name}/cost": nats / math.log(2) / count,
-                           f"{name}/bit_errors": errors / count, f"{name}/exact_match": exact / count}
-        self.log_dict({k: v.float() for k, v in logged.items()}, prog_bar=split == "val", add_dataloader_idx=False)
-
-    def on_train_epoch_end(self) -> None:
-        self._log_split("train")
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_split("val")
-
-    def on_test_epoch_end(self) -> None:
-        self._log_split("test")
-
-    def configure_optimizers(self) -> Any:
-        return optim.configure(self.parameters(), self.optimizer_factory, self.scheduler_factory)
+        for name, s in counted(self.sums[f"{split}_sums"].read(), self.test_names if split == "test" else [split]):
+            logged |= {f"{name}/loss": s["nats"] / s["bits"], f"{name}/cost": s["nats"] / math.log(2) / s["count"],
+                       f"{name}/bit_errors": s["errors"] / s["count"], f"{name}/exact_match": s["exact"] / s["count"]}
+        return logged
 
     @torch.no_grad()
     def plot_examples(self, datamodule: L.LightningDataModule, out_dir: Path, num_examples: int) -> list[Path]:

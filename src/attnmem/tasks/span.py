@@ -10,15 +10,13 @@ import lightning as L
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from hydra.core.hydra_config import HydraConfig
 from torch import Tensor, nn
 
-from attnmem.core.atomic import write_json
 from attnmem.core.dims import SpanDims
 from attnmem.evaluation import plots
 from attnmem.evaluation.squad_metric import best_over_references, exact_match, f1
-from attnmem.tasks import optim
-from attnmem.tasks.qa import Totals
+from attnmem.tasks import hooks
+from attnmem.tasks.metrics import Sums
 
 SPLITS = ("train", "val", "test")
 FIELDS = ("loss", "loss_count", "em", "f1", "count")
@@ -52,35 +50,31 @@ class SpanTask(L.LightningModule):
     `net(batch).pred` is `(B, K, 2, Lc)`: start/end logits of K iterations (K = 1 for a one-shot
     model); the last iteration is decoded with end ≥ start and at most `max_answer_len` tokens, mapped
     back to the context's characters and scored with the official SQuAD EM and F1 against every
-    reference. The test predictions go to `predictions.json` (`{question_id: answer_text}`) in the run
-    directory, the format the official evaluation script reads.
+    reference. The test predictions (`{question_id: answer_text}`, gathered from every process) stay in
+    `predictions`, which `attnmem.callbacks.predictions.PredictionsWriter` writes to `predictions.json`.
     """
 
     monitor: ClassVar[str] = "val/f1"
     mode: ClassVar[str] = "max"
 
-    def __init__(
-        self,
-        net: nn.Module,
-        *,
-        optimizer: Callable[..., torch.optim.Optimizer],
-        scheduler: Callable[..., Any] | None = None,
-        dims: SpanDims,
-        max_answer_len: int = 15,
-    ) -> None:
+    def __init__(self, net: nn.Module, *, optimizer: Callable[..., torch.optim.Optimizer],
+                 scheduler: Callable[..., Any] | None = None, dims: SpanDims, max_answer_len: int = 15) -> None:
         super().__init__()
         if max_answer_len < 1:
             raise ValueError(f"task.max_answer_len must be >= 1, got {max_answer_len}")
-        self.net = net
+        self.net, self.max_answer_len = net, max_answer_len
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
-        self.max_answer_len = max_answer_len
-        self.totals = nn.ModuleDict({f"{split}_totals": Totals(len(FIELDS)) for split in SPLITS})
+        self.sums = nn.ModuleDict({f"{split}_sums": Sums(FIELDS) for split in SPLITS})
         self.predictions: dict[str, str] = {}
 
-    def forward(self, batch: dict[str, Tensor]):
-        return self.net(batch)
+    # Lightning's hooks, written once in attnmem.tasks.hooks
+    training_step, validation_step, test_step = (hooks.step(split) for split in SPLITS)
+    on_train_epoch_end, on_validation_epoch_end = hooks.epoch_end("train"), hooks.epoch_end("val")
+    configure_optimizers = hooks.configure_optimizers
+    prog_bar_splits: ClassVar[tuple[str, ...]] = ("train", "val")
 
-    def _step(self, batch: dict[str, Tensor], split: str) -> Tensor:
+    def shared_step(self, batch: dict[str, Tensor], split: str, test_set: int = 0) -> Tensor:
+        """The loss over iterations; at val and test EM and F1 on text too (one test set: `test_set` is 0)."""
         logits = self.net(batch).pred  # (B, K, 2, Lc)
         losses = span_losses(logits, batch["start"], batch["end"])  # (B,)
         counted = batch["start"].ge(0)  # (B,)
@@ -92,7 +86,7 @@ class SpanTask(L.LightningModule):
         stats = torch.stack(
             [losses.detach().sum().double(), counted.sum().double(), em, f1_sum, em.new_tensor(float(len(losses)))]
         )
-        self.totals[f"{split}_totals"].update(stats)
+        self.sums[f"{split}_sums"].add(stats)
         return losses.sum() / counted.sum().clamp_min(1)
 
     def _score_text(self, logits: Tensor, index: Tensor, split: str) -> tuple[Tensor, Tensor]:
@@ -109,48 +103,26 @@ class SpanTask(L.LightningModule):
                 self.predictions[example.id] = text
         return logits.new_tensor(em, dtype=torch.float64), logits.new_tensor(f1_sum, dtype=torch.float64)
 
-    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
-        return self._step(batch, "train")
-
-    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        self._step(batch, "val")
-
-    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        self._step(batch, "test")
-
-    def _log_split(self, split: str) -> None:
-        # logged once per epoch, from sums over the split (synced across processes)
-        totals = self.totals[f"{split}_totals"]
-        if not totals.update_called:
-            return
-        values = dict(zip(FIELDS, totals.compute()))
-        totals.reset()
-        logged = {f"{split}/loss": values["loss"] / values["loss_count"].clamp_min(1)}
+    def epoch_metrics(self, split: str) -> dict[str, Tensor]:
+        """The loss per counted question; EM and F1 at val and test."""
+        sums = self.sums[f"{split}_sums"].read()  # summed across processes
+        loss, loss_count, em, f1_sum, count = (sums[f][0] for f in FIELDS)
+        if not count:
+            return {}
+        logged = {f"{split}/loss": loss / loss_count.clamp_min(1)}
         if split != "train":
-            logged |= {f"{split}/em": values["em"] / values["count"], f"{split}/f1": values["f1"] / values["count"]}
-        self.log_dict({k: v.float() for k, v in logged.items()}, prog_bar=split != "test")
-
-    def on_train_epoch_end(self) -> None:
-        self._log_split("train")
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_split("val")
+            logged |= {f"{split}/em": em / count, f"{split}/f1": f1_sum / count}
+        return logged
 
     def on_test_epoch_start(self) -> None:
         self.predictions = {}
 
     def on_test_epoch_end(self) -> None:
-        self._log_split("test")
-        predictions = self.predictions
+        hooks.log_epoch(self, "test")
         if dist.is_available() and dist.is_initialized() and self.trainer.world_size > 1:
             gathered: list[dict[str, str]] = [{} for _ in range(self.trainer.world_size)]
-            dist.all_gather_object(gathered, predictions)
-            predictions = {k: v for part in gathered for k, v in part.items()}
-        if self.trainer.is_global_zero:
-            write_json(_run_dir(self.trainer) / "predictions.json", predictions)
-
-    def configure_optimizers(self) -> Any:
-        return optim.configure(self.parameters(), self.optimizer_factory, self.scheduler_factory)
+            dist.all_gather_object(gathered, self.predictions)
+            self.predictions = {k: v for part in gathered for k, v in part.items()}
 
     @torch.no_grad()
     def plot_examples(self, datamodule: L.LightningDataModule, out_dir: Path, num_examples: int) -> list[Path]:
@@ -192,9 +164,3 @@ class SpanTask(L.LightningModule):
                 )
         return paths
 
-
-def _run_dir(trainer: L.Trainer) -> Path:
-    """The run directory: Hydra's output directory (train.py and eval.py), else the trainer's root."""
-    if HydraConfig.initialized():
-        return Path(HydraConfig.get().runtime.output_dir)
-    return Path(trainer.default_root_dir)

@@ -1,0 +1,59 @@
+"""Run directories of attnmem 0.1, made before the layered layout of 0.2: refused in one line, never half-loaded.
+
+Their `.hydra/config.yaml` names classes by the old module paths (`attnmem.data.babi_gen.BabiGenDataModule`)
+and their checkpoints keep the datamodule's vocabularies under the old class name, so loading one would
+either fail deep inside Hydra or, worse, resume with a fresh vocabulary. docs/architecture.md lists the renames.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from hydra.errors import InstantiationException
+from hydra.utils import get_class
+from omegaconf import DictConfig, OmegaConf
+
+from attnmem.core.errors import UserError
+
+# the datamodules of 0.1 that 0.2 replaced: a checkpoint keeps its datamodule's state under the class name
+RENAMED_DATAMODULES = (
+    "BabiDataModule", "BabiGenDataModule", "SquadDataModule", "SpanGenDataModule", "GeneratedDataModule",
+    "ParallelTextDataModule",
+)
+HINT = (
+    "it was made by attnmem 0.1, before the module layout of 0.2 (docs/architecture.md lists the renames): "
+    "evaluate or resume it with attnmem 0.1 (git checkout f1db268), or train it again"
+)
+
+
+def _targets(node: Any) -> Iterator[str]:
+    """Every `_target_` string in a plain (unresolved) config container, depth first."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "_target_" and isinstance(value, str):
+                yield value
+            else:
+                yield from _targets(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _targets(item)
+
+
+def check_config(cfg: DictConfig, run_dir: Path) -> None:
+    """Stop with one line when a run's config names a class this version does not have."""
+    for target in _targets(OmegaConf.to_container(cfg, resolve=False)):
+        if not target.startswith("attnmem."):
+            continue
+        try:
+            get_class(target)
+        except (ImportError, AttributeError, InstantiationException, ValueError):
+            raise UserError(f"{run_dir}: its config names {target}, which no longer exists: {HINT}") from None
+
+
+def check_checkpoint(state: dict[str, Any], path: Path) -> None:
+    """Stop with one line when a checkpoint keeps its data's vocabularies under a datamodule class 0.2 replaced."""
+    old = next((k for k in state if k in RENAMED_DATAMODULES), None)
+    if old is not None:
+        raise UserError(f"{path}: its data state belongs to {old}, a datamodule that no longer exists: {HINT}")

@@ -1,0 +1,140 @@
+"""The package's layers, read from the import statements of src/attnmem (docs/architecture.md, "Layers").
+
+Rules: no module imports a higher layer; no model, datamodule or family module imports another of its
+kind; data/ and tasks/ do not import each other. Also: no function over 50 lines, no file over 350.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "attnmem"
+# bottom to top; a module may import its own layer and those below
+LAYERS = ("core", "blocks", "attention", "models", "data", "evaluation", "tasks", "callbacks", "runtime", "tools")
+TOP = len(LAYERS)  # attnmem/__init__.py and __main__.py: the package's front door, above every layer
+MAX_FUNCTION_LINES, MAX_FILE_LINES = 50, 350
+KINDS = {"models": "model modules", "data": "datamodule modules", "tasks": "family modules"}
+
+
+def layer_of(module: str) -> int | None:
+    """The layer index of a dotted `attnmem...` module name, TOP for the package root, None outside attnmem."""
+    parts = module.split(".")
+    if parts[0] != "attnmem":
+        return None
+    if len(parts) == 1 or parts[1] in ("__init__", "__main__"):
+        return TOP
+    return LAYERS.index(parts[1]) if parts[1] in LAYERS else TOP
+
+
+def module_name(path: Path, src: Path) -> str:
+    """`src/attnmem/models/ntm.py` -> `attnmem.models.ntm` (a package's `__init__` is the package)."""
+    parts = list(path.relative_to(src.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path, src: Path) -> list[tuple[int, str]]:
+    """(line, imported attnmem module) of every import in a file, nested ones included."""
+    found = []
+    package = module_name(path, src).split(".") if path.name == "__init__.py" else module_name(path, src).split(".")[:-1]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(package[: len(package) - node.level + 1]) if node.level else ""
+            module = ".".join(p for p in (base, node.module or "") if p)
+            # `from attnmem.runtime import run` imports the module attnmem.runtime.run
+            for alias in node.names:
+                candidate = f"{module}.{alias.name}"
+                is_module = (src.parent / Path(*candidate.split("."))).with_suffix(".py").is_file()
+                found.append((node.lineno, candidate if is_module else module))
+    return [(line, name) for line, name in found if name == "attnmem" or name.startswith("attnmem.")]
+
+
+def kinds(src: Path, conf: Path) -> dict[str, set[str]]:
+    """The model, datamodule and family modules: those the configs and the datamodules name."""
+    targets = {"models": set(), "data": set()}
+    for group, kind in (("model", "models"), ("data", "data")):
+        for file in (conf / group).glob("*.yaml"):
+            target = (yaml.safe_load(file.read_text()) or {}).get("_target_", "")
+            targets[kind].add(target.rpartition(".")[0])
+    named = re.compile(r'family_module: ClassVar\[str\] = "([\w.]+)"')
+    targets["tasks"] = {
+        m.rpartition(".")[0] for f in (src / "data").rglob("*.py") for m in named.findall(f.read_text())
+    }
+    return targets
+
+
+def violations(src: Path = SRC, conf: Path = ROOT / "conf") -> list[str]:
+    """Every import against the layer rules, as `file:line: imports X: rule`."""
+    of_kind = kinds(src, conf)
+    found = []
+    for path in sorted(src.rglob("*.py")):
+        me = module_name(path, src)
+        mine = layer_of(me)
+        where = path.relative_to(src.parent.parent)
+        for line, target in imports(path, src):
+            theirs = layer_of(target)
+            if theirs is None or target == me:
+                continue
+            rule = None
+            if theirs > mine:
+                rule = f"{LAYERS[mine]}/ may not import the higher layer {LAYERS[theirs]}/ (order: {' < '.join(LAYERS)})"
+            elif mine < TOP and {LAYERS[mine], LAYERS[theirs]} == {"data", "tasks"}:
+                rule = "data/ and tasks/ do not import each other (a datamodule names its family module as a string)"
+            else:
+                for kind, modules in of_kind.items():
+                    if me in modules and any(target == m or target.startswith(f"{m}.") for m in modules - {me}):
+                        rule = f"both are {KINDS[kind]}: what they share belongs in a module that is none (blocks/, core/)"
+            if rule and (text := f"{where}:{line}: imports {target}: {rule}") not in found:
+                found.append(text)
+    return found
+
+
+def test_no_import_breaks_the_layers() -> None:
+    assert violations() == []
+
+
+def test_the_layer_check_fails_on_an_upward_or_sideways_import(tmp_path: Path) -> None:
+    src = tmp_path / "src" / "attnmem"
+    shutil.copytree(SRC, src, ignore=shutil.ignore_patterns("__pycache__"))
+    ntm = src / "models" / "ntm.py"
+    ntm.write_text(ntm.read_text() + "\nfrom attnmem.runtime.run import setup\nfrom attnmem.models import memn2n\n")
+    qa = src / "tasks" / "qa.py"
+    qa.write_text(qa.read_text() + "\nimport attnmem.data.algorithmic\n")
+    found = violations(src, ROOT / "conf")
+    lines = len(ntm.read_text().splitlines())
+    assert found == [
+        f"src/attnmem/models/ntm.py:{lines - 1}: imports attnmem.runtime.run: models/ may not import the higher layer "
+        f"runtime/ (order: {' < '.join(LAYERS)})",
+        f"src/attnmem/models/ntm.py:{lines}: imports attnmem.models.memn2n: both are model modules: what they share "
+        "belongs in a module that is none (blocks/, core/)",
+        f"src/attnmem/tasks/qa.py:{len(qa.read_text().splitlines())}: imports attnmem.data.algorithmic: data/ and "
+        "tasks/ do not import each other (a datamodule names its family module as a string)",
+    ]
+
+
+def long_functions(src: Path = SRC) -> list[str]:
+    """Functions longer than MAX_FUNCTION_LINES, from the `def` line to the last line, docstring included."""
+    found = []
+    for path in sorted(src.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    found.append(f"{path.relative_to(src)}:{node.lineno} {node.name}: {length} lines")
+    return found
+
+
+def test_no_function_over_50_lines() -> None:
+    assert long_functions() == []
+
+
+def test_no_file_over_350_lines() -> None:
+    lengths = {str(p.relative_to(SRC)): len(p.read_text().splitlines()) for p in sorted(SRC.rglob("*.py"))}
+    assert {p: n for p, n in lengths.items() if n > MAX_FILE_LINES} == {}
