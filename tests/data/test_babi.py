@@ -1,4 +1,4 @@
-"""bAbI reader: parser, split, vectoriser, datamodule, cache and download, on handwritten files and the real data."""
+"""bAbI files as a qa source: parser, split, vectoriser, datamodule, cache and download, on handwritten files and the real data."""
 
 import io
 import re
@@ -12,9 +12,11 @@ import torch
 
 from attnmem.core.dims import QADims
 from attnmem.core.errors import UserError
-from attnmem.data import babi, babi_download
-from attnmem.data.babi import BabiDataModule, find_task_files, parse_babi, split_stories
-from attnmem.data.babi_tensors import UNK, Example, build_answers, build_vocab, vectorize
+from attnmem.data.qa import babi_download, babi_files
+from attnmem.data.qa.babi_files import BabiFiles, find_task_files, split_stories
+from attnmem.data.qa.babi_text import parse_babi
+from attnmem.data.qa.datamodule import QADataModule
+from attnmem.data.qa.tensors import UNK, Example, build_answers, build_vocab, vectorize
 
 torch.set_num_threads(1)
 
@@ -30,6 +32,15 @@ QA1 = (
     "2 The kitchen is north of the office.\n"
     "3 How do you go from the hallway to the kitchen?\te,n\t1 2\n"
 )
+
+
+SOURCE_OPTIONS = {"val_fraction", "split_seed", "cache", "download"}
+
+
+def babi_module(data_dir: str, **options) -> QADataModule:
+    """A qa datamodule on bAbI files: the reader's options go to its `BabiFiles` source, the rest to the datamodule."""
+    source = {k: options.pop(k) for k in SOURCE_OPTIONS & set(options)}
+    return QADataModule(source=BabiFiles(data_dir=data_dir, **source), **options)
 
 
 def story_file(statements: int, question: str = "Where is Mary?\tkitchen\t1") -> str:
@@ -124,19 +135,19 @@ def test_missing_data_dir_names_the_path_and_the_fix(tmp_path, make):
     folder = tmp_path / "nowhere" / "en"
     if make:
         folder.mkdir(parents=True)
-    dm = BabiDataModule(data_dir=str(folder))
-    with pytest.raises(UserError, match=rf"{re.escape(str(folder))}.*data\.download=true"):
+    dm = babi_module(str(folder))
+    with pytest.raises(UserError, match=rf"{re.escape(str(folder))}.*data\.source\.download=true"):
         dm.prepare_data()
 
 
-@pytest.mark.parametrize(("option", "value"), [("memory_size", 0), ("batch_size", 0), ("val_fraction", 1.0),
-                                                ("val_fraction", 0.0), ("tasks", [21]), ("tasks", "some")])
+@pytest.mark.parametrize(("option", "value"), [("memory_size", 0), ("batch_size", 0), ("source.val_fraction", 1.0),
+                                                ("source.val_fraction", 0.0), ("tasks", [21]), ("tasks", "some")])
 def test_bad_options_raise_value_error_naming_them(tmp_path, option, value):
     with pytest.raises(ValueError, match=f"data.{option}"):
-        BabiDataModule(data_dir=str(tmp_path), **{option: value})
+        babi_module(str(tmp_path), **{option.removeprefix("source."): value})
 
 
-def fixture_module(tmp_path: Path, **options) -> BabiDataModule:
+def fixture_module(tmp_path: Path, **options) -> QADataModule:
     """A set-up datamodule on two small tasks with 20 stories each, and test files."""
     files = {}
     for task in (1, 2):
@@ -144,7 +155,7 @@ def fixture_module(tmp_path: Path, **options) -> BabiDataModule:
         files[f"qa{task}_tiny_train.txt"] = text
         files[f"qa{task}_tiny_test.txt"] = story_file(7, "Where is Zork?\tanswer1\t1")
     options = {"tasks": [1, 2], "memory_size": 4, "batch_size": 8, "cache": False} | options
-    dm = BabiDataModule(data_dir=str(write_babi(tmp_path / "en", files)), **options)
+    dm = babi_module(str(write_babi(tmp_path / "en", files)), **options)
     dm.prepare_data()
     dm.setup("fit")
     return dm
@@ -185,7 +196,7 @@ def test_shuffle_follows_seed_everything(tmp_path):
 
 def test_no_test_files_means_no_test(tmp_path):
     folder = write_babi(tmp_path / "en", {"qa1_tiny_train.txt": QA1 * 5})
-    dm = BabiDataModule(data_dir=str(folder), cache=False)
+    dm = babi_module(str(folder), cache=False)
     dm.setup()
     assert not dm.has_test and dm.test_dataloader() == [] and len(dm.data_files) == 1
 
@@ -194,7 +205,7 @@ def test_checkpoint_vocabulary_is_kept_on_other_data(tmp_path):
     trained = fixture_module(tmp_path / "a")
     state = trained.state_dict()
     for before_setup in (True, False):
-        other = BabiDataModule(data_dir=str(write_babi(tmp_path / "b", {"qa1_t_train.txt": QA1 * 3})), cache=False,
+        other = babi_module(str(write_babi(tmp_path / "b", {"qa1_t_train.txt": QA1 * 3})), cache=False,
                                memory_size=4)
         if before_setup:
             other.load_state_dict(state)
@@ -213,21 +224,21 @@ def test_cache_hit_returns_identical_tensors(tmp_path, monkeypatch):
     def not_built(*args):
         raise AssertionError("the cache was not used")
 
-    monkeypatch.setattr(BabiDataModule, "_build", not_built)
-    again = BabiDataModule(data_dir=str(tmp_path / "en"), tasks=[1, 2], memory_size=4, batch_size=8)
+    monkeypatch.setattr(BabiFiles, "_build", not_built)
+    again = babi_module(str(tmp_path / "en"), tasks=[1, 2], memory_size=4, batch_size=8)
     again.setup()
     assert again.vocab == built.vocab and again.answers == built.answers
     for split, tensors in built.qa.splits.items():
         assert all(torch.equal(t, again.qa.splits[split][k]) for k, t in tensors.items())
     with pytest.raises(AssertionError, match="cache was not used"):  # other options, other key
-        BabiDataModule(data_dir=str(tmp_path / "en"), tasks=[1, 2], memory_size=5).setup()
+        babi_module(str(tmp_path / "en"), tasks=[1, 2], memory_size=5).setup()
 
 
 def test_read_only_data_dir_caches_under_home(tmp_path, home):
     folder = write_babi(tmp_path / "en", {"qa1_tiny_train.txt": QA1 * 5})
     folder.chmod(0o555)
     try:
-        BabiDataModule(data_dir=str(folder)).setup()
+        babi_module(str(folder)).setup()
     finally:
         folder.chmod(0o755)
     assert not (folder / ".attnmem_cache").exists()
@@ -262,7 +273,7 @@ def test_download_extracts_english_folders_and_prints_licence(tmp_path, monkeypa
     members = {"tasks_1-20_v1-2/en/qa1_fresh_train.txt": QA1.encode(), "tasks_1-20_v1-2/hn/qa1_h_train.txt": b"x",
                "tasks_1-20_v1-2/en-10k/qa1_fresh_train.txt": QA1.encode()}
     monkeypatch.setattr(babi_download, "_download", lambda url, dest: fake_archive(dest, members))
-    dm = BabiDataModule(data_dir=str(tmp_path / "babi" / "en"), download=True, cache=False)
+    dm = babi_module(str(tmp_path / "babi" / "en"), download=True, cache=False)
     dm.prepare_data()
     assert "CC BY 3.0" in capsys.readouterr().out
     assert sorted(p.relative_to(tmp_path).as_posix() for p in (tmp_path / "babi").rglob("*.txt")) == [
@@ -279,7 +290,7 @@ def test_offline_download_says_where_to_put_the_files(tmp_path, monkeypatch):
     monkeypatch.setattr(babi_download, "_download", offline)
     folder = tmp_path / "babi" / "en-10k"
     with pytest.raises(UserError, match=rf"could not download bAbI .*no network.* at {re.escape(str(folder))}$"):
-        BabiDataModule(data_dir=str(folder), download=True).prepare_data()
+        babi_module(str(folder), download=True).prepare_data()
 
 
 needs_real = pytest.mark.skipif(not (REAL / "en").is_dir(), reason="no bAbI files at shared/data/babi")
@@ -295,7 +306,7 @@ def test_pinned_hashes_match_the_shared_files():
 
 @needs_real
 def test_real_tasks_1_and_4():
-    dm = BabiDataModule(data_dir=str(REAL / "en"), tasks=[1, 4], cache=False)
+    dm = babi_module(str(REAL / "en"), tasks=[1, 4], cache=False)
     dm.setup()
     tasks = {split: dm.qa.splits[split]["task"] for split in ("train", "val")}
     assert [int((tasks["train"] == t).sum() + (tasks["val"] == t).sum()) for t in (1, 4)] == [1000, 1000]
@@ -310,11 +321,11 @@ def test_real_tasks_1_and_4():
 @needs_real
 def test_missing_10k_task_3_is_reported():
     with pytest.raises(UserError, match=r"en-10k: no training file for task\(s\) 3 "):
-        BabiDataModule(data_dir=str(REAL / "en-10k"), tasks=[1, 3]).setup()
+        babi_module(str(REAL / "en-10k"), tasks=[1, 3]).setup()
 
 
 def test_unknown_task_pattern_does_not_match_longer_numbers(tmp_path):
     folder = write_babi(tmp_path / "en", {"qa12_x_train.txt": QA1})
     with pytest.raises(UserError, match=r"task\(s\) 1 "):
         find_task_files(folder, [1])
-    assert babi.ALL_TASKS == list(range(1, 21))
+    assert babi_files.ALL_TASKS == list(range(1, 21))

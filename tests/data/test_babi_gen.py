@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from attnmem.core.dims import QADims
-from attnmem.data.babi import parse_babi
-from attnmem.data.babi_gen import BabiGenDataModule, generate_babi
-from attnmem.data.babi_tensors import Example
+from attnmem.data.qa.babi_generator import BabiGenerator, generate_babi
+from attnmem.data.qa.babi_text import parse_babi
+from attnmem.data.qa.datamodule import QADataModule
+from attnmem.data.qa.tensors import Example
 
 torch.set_num_threads(1)
 
@@ -16,6 +17,13 @@ SIZES = {"statements_per_question": 2, "people": 4, "locations": 6, "objects": 3
 MOVE = re.compile(r"(\w+) (?:moved|went|journeyed|travelled|went back) to the (\w+)")
 TAKE = re.compile(r"(\w+) (?:got|took|grabbed|picked up) the (\w+) there")
 DROP = re.compile(r"(\w+) (?:dropped|left|discarded|put down) the (\w+)(?: there)?")
+MODULE_OPTIONS = {"tasks", "memory_size", "batch_size", "num_workers"}
+
+
+def generated_module(**options) -> QADataModule:
+    """A qa datamodule on generated bAbI: the generator's options go to its `BabiGenerator` source."""
+    module = {k: options.pop(k) for k in MODULE_OPTIONS & set(options)}
+    return QADataModule(source=BabiGenerator(**options), **module)
 
 
 def replay(story: tuple[tuple[str, ...], ...]) -> tuple[dict, dict]:
@@ -93,7 +101,7 @@ def test_generation_is_seeded():
 
 def test_datamodule_contract_and_determinism():
     options = {"tasks": [1, 3, 6], "num_train": 60, "num_val": 20, "num_test": 30, "memory_size": 10, "batch_size": 16}
-    dm = BabiGenDataModule(**options)
+    dm = generated_module(**options)
     dm.setup("fit")
     assert dm.family == "qa" and dm.has_test and dm.data_files == []
     dims = dm.dims
@@ -107,15 +115,15 @@ def test_datamodule_contract_and_determinism():
     assert all(v.dtype == torch.long for v in batch.values())
     assert [sum(len(b["answer"]) for b in loader) for loader in
             (dm.train_dataloader(), dm.val_dataloader(), dm.test_dataloader())] == [180, 60, 90]
-    same, other = BabiGenDataModule(**options), BabiGenDataModule(**options, seed=1)
+    same, other = generated_module(**options), generated_module(**options, seed=1)
     same.setup()
     other.setup()
     assert all(torch.equal(t, same.qa.splits["test"][k]) for k, t in dm.qa.splits["test"].items())
     assert not torch.equal(dm.qa.splits["test"]["story"], other.qa.splits["test"]["story"])
 
 
-@pytest.mark.parametrize(("option", "value"), [("tasks", [4]), ("num_locations", 1), ("num_people", 9),
-                                                ("memory_size", 0), ("num_train", 0)])
+@pytest.mark.parametrize(("option", "value"), [("tasks", [4]), ("source.num_locations", 1), ("source.num_people", 9),
+                                                ("memory_size", 0), ("source.num_train", 0)])
 def test_bad_options_raise_value_error_naming_them(option, value):
     with pytest.raises(ValueError, match=f"data.{option}"):
-        BabiGenDataModule(**{option: value})
+        generated_module(**{option.removeprefix("source."): value})

@@ -8,15 +8,27 @@ import pytest
 import torch
 
 from attnmem.core.errors import UserError
-from attnmem.data.parallel_text import ParallelTextDataModule
-from attnmem.data.seq2seq import BOS, EOS, PAD, GeneratedDataModule
+from attnmem.data.seq2seq.datamodule import Seq2SeqDataModule
+from attnmem.data.seq2seq.parallel_text_files import ParallelTextFiles
+from attnmem.data.seq2seq.tensors import BOS, EOS, PAD
+from attnmem.data.seq2seq.token_tasks import TokenTasks
 
 
-def generated(**kw) -> GeneratedDataModule:
+def token_tasks(batch_size: int = 64, **kw) -> Seq2SeqDataModule:
+    """A datamodule of generated token tasks: `batch_size` is the datamodule's, the rest the source's."""
+    return Seq2SeqDataModule(source=TokenTasks(**kw), batch_size=batch_size)
+
+
+def generated(**kw) -> Seq2SeqDataModule:
     args = {"num_train": 50, "num_val": 20, "num_test": 20, "batch_size": 8} | kw
-    dm = GeneratedDataModule(**args)
+    dm = token_tasks(**args)
     dm.setup()
     return dm
+
+
+def parallel_text(batch_size: int = 32, **kw) -> Seq2SeqDataModule:
+    """A datamodule of parallel text files: `batch_size` is the datamodule's, the rest the source's."""
+    return Seq2SeqDataModule(source=ParallelTextFiles(**kw), batch_size=batch_size)
 
 
 def rows(data: dict[str, torch.Tensor]) -> list[tuple[list[int], list[int]]]:
@@ -45,13 +57,15 @@ def test_generated_targets_follow_the_task_within_the_lengths(task, fn):
 
 def test_addition_is_lower_endian_decimal_sum():
     dm = generated(task="addition", vocab_size=10, train_lengths=[3, 12])
-    plus = dm.itos.index("+")
+    itos = dm.vocab["src"]
+    assert dm.vocab["tgt"] == itos
+    plus = itos.index("+")
     for src, tgt in rows(dm.splits["train"]):
-        digits = [dm.itos[i] for i in src]
+        digits = [itos[i] for i in src]
         split = src.index(plus)
         n1, n2 = ("".join(reversed(digits[:split])), "".join(reversed(digits[split + 1 :])))
         assert 3 <= len(src) <= 12 and src.count(plus) == 1 and split >= 1 and len(src) - split - 1 >= 1
-        assert "".join(dm.itos[i] for i in reversed(tgt)) == str(int(n1) + int(n2))
+        assert "".join(itos[i] for i in reversed(tgt)) == str(int(n1) + int(n2))
 
 
 def test_seeded_sets_repeat_and_differ_by_seed_and_split():
@@ -76,16 +90,16 @@ def test_batches_are_cut_to_their_longest_row_and_dims_follow_the_contract():
 @pytest.mark.parametrize(
     ("kw", "message"),
     [
-        ({"task": "rotate"}, "data.task"),
-        ({"train_lengths": [5, 2]}, "data.train_lengths"),
-        ({"train_lengths": [0, 2]}, "data.train_lengths"),
+        ({"task": "rotate"}, "data.source.task"),
+        ({"train_lengths": [5, 2]}, "data.source.train_lengths"),
+        ({"train_lengths": [0, 2]}, "data.source.train_lengths"),
         ({"task": "addition", "train_lengths": [2, 5]}, ">= 3"),
         ({"batch_size": 0}, "data.batch_size"),
     ],
 )
 def test_bad_options_name_the_option(kw, message):
     with pytest.raises(ValueError, match=message):
-        GeneratedDataModule(**kw)
+        token_tasks(**kw)
 
 
 def write(path, text: str):
@@ -96,8 +110,8 @@ def write(path, text: str):
 def test_parallel_text_vocab_from_train_unknown_tokens_and_empty_lines_counted(tmp_path, caplog):
     train = write(tmp_path / "train.tsv", "a b\tx y\n\nb c\ty z\n   \nc\tz\n")
     test = write(tmp_path / "test.tsv", "a d\tx w\n")
-    dm = ParallelTextDataModule(train_file=train, val_file=train, test_file=test, batch_size=2)
-    with caplog.at_level(logging.INFO, logger="attnmem.data.parallel_text"):
+    dm = parallel_text(train_file=train, val_file=train, test_file=test, batch_size=2)
+    with caplog.at_level(logging.INFO, logger="attnmem.data.seq2seq"):
         dm.setup()
     assert "skipped 2 empty line(s)" in caplog.text
     assert "test split: 2 unknown token(s) mapped to <unk>" in caplog.text
@@ -108,10 +122,10 @@ def test_parallel_text_vocab_from_train_unknown_tokens_and_empty_lines_counted(t
 
 def test_parallel_text_chars_truncation_and_held_out_validation(tmp_path, caplog):
     train = write(tmp_path / "train.tsv", "".join(f"ab{'c' * (i % 4)}\tba\n" for i in range(20)))
-    dm = ParallelTextDataModule(train_file=train, tokens="char", max_len=3, val_fraction=0.25)
-    with caplog.at_level(logging.WARNING, logger="attnmem.data.parallel_text"):
+    dm = parallel_text(train_file=train, tokens="char", max_len=3, val_fraction=0.25)
+    with caplog.at_level(logging.WARNING, logger="attnmem.data.seq2seq"):
         dm.setup()
-    assert caplog.text.count("truncated") == 1 and "10 sequence(s) longer than data.max_len=3" in caplog.text
+    assert caplog.text.count("truncated") == 1 and "10 sequence(s) longer than data.source.max_len=3" in caplog.text
     assert len(dm.splits["train"]["src"]) == 15 and len(dm.splits["val"]["src"]) == 5
     assert dm.splits["train"]["src"].shape[1] == 3 and set(dm.vocab["src"][4:]) == {"a", "b", "c"}
     assert not dm.has_test
@@ -121,13 +135,13 @@ def test_parallel_text_chars_truncation_and_held_out_validation(tmp_path, caplog
 def test_malformed_line_names_file_and_line(tmp_path, line):
     train = write(tmp_path / "bad.tsv", f"a\tb\n\n{line}\n")
     with pytest.raises(UserError, match=r"bad\.tsv:3: expected 'source<TAB>target'"):
-        ParallelTextDataModule(train_file=train, val_file=train).setup()
+        parallel_text(train_file=train, val_file=train).setup()
 
 
 def test_parallel_text_checkpoint_vocabulary_wins(tmp_path):
-    first = ParallelTextDataModule(train_file=write(tmp_path / "a.tsv", "a b\tx\n"), val_file=str(tmp_path / "a.tsv"))
+    first = parallel_text(train_file=write(tmp_path / "a.tsv", "a b\tx\n"), val_file=str(tmp_path / "a.tsv"))
     first.setup()
-    second = ParallelTextDataModule(train_file=write(tmp_path / "b.tsv", "q b\ty\n"), val_file=str(tmp_path / "b.tsv"))
+    second = parallel_text(train_file=write(tmp_path / "b.tsv", "q b\ty\n"), val_file=str(tmp_path / "b.tsv"))
     second.load_state_dict(first.state_dict())
     second.setup()
     assert second.vocab == first.vocab and second.splits["train"]["src"].tolist() == [[3, 5]]  # q unknown, b known

@@ -7,21 +7,22 @@ import re
 import pytest
 
 from attnmem.core.dims import SpanDims
-from attnmem.data.span_gen import ATTRIBUTES, SpanGenDataModule, entity_names
+from attnmem.data.span.datamodule import SpanDataModule
+from attnmem.data.span.span_generator import ATTRIBUTES, SpanGenerator, entity_names
 
 
 def test_records_are_seeded_and_splits_differ():
-    dm = SpanGenDataModule(num_train=50, num_val=20, num_test=20)
-    again = SpanGenDataModule(num_train=50, num_val=20, num_test=20)
-    assert dm.records("train") == again.records("train")
-    assert dm.records("train")[:20] != dm.records("val")
-    assert SpanGenDataModule(num_train=50, seed=1).records("train") != dm.records("train")
+    source = SpanGenerator(num_train=50, num_val=20, num_test=20)
+    again = SpanGenerator(num_train=50, num_val=20, num_test=20)
+    assert source.records("train") == again.records("train")
+    assert source.records("train")[:20] != source.records("val")
+    assert SpanGenerator(num_train=50, seed=1).records("train") != source.records("train")
 
 
 def test_every_answer_is_its_span_and_every_entity_has_the_asked_attribute():
-    dm = SpanGenDataModule(num_train=200, entities_per_context=3, facts_per_entity=2, fillers=1)
+    source = SpanGenerator(num_train=200, entities_per_context=3, facts_per_entity=2, fillers=1)
     names = entity_names(50)
-    for record in dm.records("train"):
+    for record in source.records("train"):
         ((text, start),) = record.answers
         assert record.context[start : start + len(text)] == text
         asked = next(
@@ -37,7 +38,7 @@ def test_every_answer_is_its_span_and_every_entity_has_the_asked_attribute():
 
 
 def test_batches_and_text_mapping():
-    dm = SpanGenDataModule(num_train=64, num_val=16, num_test=16, batch_size=16)
+    dm = SpanDataModule(source=SpanGenerator(num_train=64, num_val=16, num_test=16), batch_size=16)
     dm.setup()
     batch = next(iter(dm.val_dataloader()))
     assert batch["context"].shape[0] == 16 and batch["start"].le(batch["end"]).all()
@@ -48,7 +49,7 @@ def test_batches_and_text_mapping():
 
 
 def test_options_fail_fast():
-    with pytest.raises(ValueError, match=r"data.entities_per_context must be in \[1, 8\], got 9"):
-        SpanGenDataModule(entities_per_context=9)
-    with pytest.raises(ValueError, match="data.facts_per_entity"):
-        SpanGenDataModule(facts_per_entity=7)
+    with pytest.raises(ValueError, match=r"data.source.entities_per_context must be in \[1, 8\], got 9"):
+        SpanGenerator(entities_per_context=9)
+    with pytest.raises(ValueError, match="data.source.facts_per_entity"):
+        SpanGenerator(facts_per_entity=7)

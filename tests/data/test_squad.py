@@ -12,9 +12,10 @@ from conftest import ROOT
 
 from attnmem.core.dims import SpanDims
 from attnmem.core.errors import UserError
-from attnmem.data.glove import read_embeddings
-from attnmem.data.span_tensors import SpanRecord, align, build_examples, tokenize
-from attnmem.data.squad import SquadDataModule, read_squad, split_articles
+from attnmem.data.span.datamodule import SpanDataModule
+from attnmem.data.span.glove import read_embeddings
+from attnmem.data.span.squad_files import SquadFiles, read_squad, split_articles
+from attnmem.data.span.tensors import SpanRecord, align, build_examples, tokenize
 
 SHARED_SQUAD = ROOT.parent / "shared" / "data" / "squad" / "dev-v1.1-part-a.json"
 
@@ -167,7 +168,8 @@ def test_unaligned_and_truncated_answers_are_counted_and_skipped_in_training_onl
 
 
 def test_datamodule_batches_map_back_to_the_answer_text(tmp_path):
-    dm = SquadDataModule(train_path=str(small_file(tmp_path, 5)), val_fraction=0.2, test_fraction=0.2, batch_size=4)
+    source = SquadFiles(train_path=str(small_file(tmp_path, 5)), val_fraction=0.2, test_fraction=0.2)
+    dm = SpanDataModule(source=source, batch_size=4)
     dm.prepare_data()
     dm.setup("fit")
     assert dm.has_test and [len(dm.examples(s)) for s in ("train", "val", "test")] == [9, 3, 3]
@@ -184,10 +186,10 @@ def test_datamodule_batches_map_back_to_the_answer_text(tmp_path):
 
 
 def test_datamodule_options_fail_fast(tmp_path):
-    with pytest.raises(ValueError, match="data.val_fraction"):
-        SquadDataModule(train_path="x.json", val_fraction=1.0)
-    with pytest.raises(UserError, match=r"data.train_path=.*missing.json: no such file"):
-        SquadDataModule(train_path=str(tmp_path / "missing.json")).prepare_data()
+    with pytest.raises(ValueError, match="data.source.val_fraction"):
+        SquadFiles(train_path="x.json", val_fraction=1.0)
+    with pytest.raises(UserError, match=r"data.source.train_path=.*missing.json: no such file"):
+        SpanDataModule(source=SquadFiles(train_path=str(tmp_path / "missing.json"))).prepare_data()
 
 
 def test_embeddings_from_a_glove_file(tmp_path, caplog):
@@ -209,7 +211,9 @@ def test_embeddings_from_a_glove_file(tmp_path, caplog):
 def test_datamodule_passes_embeddings_to_the_model(tmp_path):
     glove = tmp_path / "glove.txt"
     glove.write_text("the 0.5 0.5\nriver 1 -1\n")
-    dm = SquadDataModule(train_path=str(small_file(tmp_path)), val_fraction=0.25, embeddings=str(glove))
+    dm = SpanDataModule(
+        source=SquadFiles(train_path=str(small_file(tmp_path)), val_fraction=0.25, embeddings=str(glove))
+    )
     dm.setup("fit")
     weight = dm.dims.embeddings
     assert weight.shape == (len(dm.data.vocab), 2)

@@ -12,9 +12,9 @@ from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 
 from attnmem.core.errors import UserError
-from attnmem.data.babi import tokenize
-from attnmem.data.babi_tensors import Example, vectorize
-from attnmem.runtime import checkpoint, run
+from attnmem.data.qa.babi_text import tokenize
+from attnmem.data.qa.tensors import Example, vectorize
+from attnmem.runtime import checkpoint, legacy, run
 
 
 class LoadedRun(NamedTuple):
@@ -35,13 +35,14 @@ def load_run(run_dir: str | Path) -> LoadedRun:
             "directory of a run train.py completed"
         )
     cfg = OmegaConf.load(config)
+    legacy.check_config(cfg, run_dir)
     state = checkpoint.load(best_checkpoint(run_dir))
-    family = run.check_compatible(cfg)
+    run.check_compatible(cfg)
     datamodule = run.instantiate(cfg.data)
     datamodule.load_state_dict(state.get(type(datamodule).__qualname__, {}))
     datamodule.prepare_data()
     datamodule.setup("fit")
-    model = run.build_model(cfg.model, cfg.attention, datamodule.dims, family)
+    model = run.build_model(cfg.model, cfg.attention, datamodule.dims)
     # the family module holds the model as `net`; its own buffers are metric sums, not needed here
     model.load_state_dict({k.removeprefix("net."): v for k, v in state["state_dict"].items() if k.startswith("net.")})
     return LoadedRun(model.eval(), datamodule, cfg)

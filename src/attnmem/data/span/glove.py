@@ -21,7 +21,7 @@ def read_embeddings(path: Path, vocab: list[str], *, seed: int, std: float = 0.1
     a line with another number of values stops the run naming `file:line`.
     """
     if not path.is_file():
-        raise UserError(f"data.embeddings={path}: no such file")
+        raise UserError(f"data.source.embeddings={path}: no such file")
     wanted = {w: i for i, w in enumerate(vocab)}
     lowered: dict[str, list[int]] = {}
     for word, i in wanted.items():
@@ -40,14 +40,14 @@ def read_embeddings(path: Path, vocab: list[str], *, seed: int, std: float = 0.1
                 vector = _numbers(parts[1:], f"{path}:{lineno}")
                 vectors.update((i, vector) for i in targets)
     if dim is None:
-        raise UserError(f"data.embeddings={path}: the file is empty")
+        raise UserError(f"data.source.embeddings={path}: the file is empty")
     generator = torch.Generator().manual_seed(seed)
     weight = torch.randn(len(vocab), dim, generator=generator) * std  # (V, D)
     for i, vector in vectors.items():
         weight[i] = vector
     weight[0] = 0.0
     missing = len(vocab) - 1 - sum(1 for i in vectors if i != 0)
-    log.warning("data.embeddings: %d of %d words not in %s, initialised randomly", missing, len(vocab) - 1, path)
+    log.warning("data.source.embeddings: %d of %d words not in %s, initialised randomly", missing, len(vocab) - 1, path)
     return weight, missing
 
 

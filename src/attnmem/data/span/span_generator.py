@@ -3,19 +3,16 @@
 Each context states a few attributes (city, job, colour, pet, birth year, food) of a few made-up
 entities, in shuffled order, with unrelated filler sentences; every entity has the asked attribute,
 so a model must match both the entity and the attribute. Answers are one to three words. The
-questions go through the same tokeniser, alignment and batching as SQuAD (`span_tensors`).
+questions go through the same tokeniser, alignment and batching as SQuAD (`SpanDataModule`).
 """
 
 from __future__ import annotations
 
 import random
-from typing import Any, ClassVar
 
-import lightning as L
-from torch.utils.data import DataLoader
+from torch import Tensor
 
-from attnmem.core.dims import SpanDims
-from attnmem.data.span_tensors import SpanData, SpanExample, SpanRecord, build_examples, build_vocab
+from attnmem.data.span.tensors import SpanRecord
 
 SYLLABLES = (
     "ka",
@@ -117,11 +114,8 @@ def generate_record(
     return SpanRecord(qid, context, question, ((values[0], start),))
 
 
-class SpanGenDataModule(L.LightningDataModule):
-    """Generated span QA (train, val and test all generated from `seed`), batched like SQuAD."""
-
-    family: ClassVar[str] = "span"
-    family_module: ClassVar[str] = "attnmem.tasks.span.SpanTask"
+class SpanGenerator:
+    """Generated span QA as a span source (`data.source`): train, val and test all generated from `seed`."""
 
     def __init__(
         self,
@@ -133,11 +127,8 @@ class SpanGenDataModule(L.LightningDataModule):
         entities_per_context: int = 3,
         facts_per_entity: int = 3,
         fillers: int = 2,
-        batch_size: int = 32,
         seed: int = 0,
-        num_workers: int = 0,
     ) -> None:
-        super().__init__()
         limits = {
             "num_train": (num_train, 1, None),
             "num_val": (num_val, 1, None),
@@ -146,18 +137,17 @@ class SpanGenDataModule(L.LightningDataModule):
             "num_entities": (num_entities, entities_per_context, 2000),
             "facts_per_entity": (facts_per_entity, 1, len(ATTRIBUTES)),
             "fillers": (fillers, 0, len(FILLERS)),
-            "batch_size": (batch_size, 1, None),
-            "num_workers": (num_workers, 0, None),
         }
         for name, (value, low, high) in limits.items():
             if value < low or (high is not None and value > high):
-                raise ValueError(f"data.{name} must be in [{low}, {high or 'inf'}], got {value}")
+                raise ValueError(f"data.source.{name} must be in [{low}, {high or 'inf'}], got {value}")
         self.sizes = {"train": num_train, "val": num_val, "test": num_test}
         self.options = {"entities": entities_per_context, "facts_per_entity": facts_per_entity, "fillers": fillers}
-        self.num_entities, self.batch_size, self.seed, self.num_workers = num_entities, batch_size, seed, num_workers
+        self.num_entities, self.seed = num_entities, seed
         self.data_files: list = []  # nothing is read: the manifest has no data file to hash
-        self._data: SpanData | None = None
-        self._state: dict[str, Any] | None = None
+
+    def prepare_data(self) -> None:
+        """Nothing to check: the questions are generated."""
 
     def records(self, split: str) -> list[SpanRecord]:
         """The split's generated questions, the same for the same seed and sizes."""
@@ -165,51 +155,10 @@ class SpanGenDataModule(L.LightningDataModule):
         names = entity_names(self.num_entities)
         return [generate_record(rng, names, f"{split}-{i}", **self.options) for i in range(self.sizes[split])]
 
-    def setup(self, stage: str | None = None) -> None:
-        if self._data is not None:
-            return
-        # no context is near these limits; nothing is cut
-        examples = {
-            split: build_examples(
-                self.records(split), split=split, max_context_len=10_000, max_question_len=100, lowercase=True
-            )
-            for split in self.sizes
-        }
-        data = SpanData(build_vocab(examples["train"]), examples)
-        self._data = data.adopt(self._state) if self._state is not None else data
+    def splits(self) -> dict[str, list[SpanRecord]]:
+        """The generated questions of train, val and test."""
+        return {split: self.records(split) for split in self.sizes}
 
-    @property
-    def data(self) -> SpanData:
-        """The built data; `setup()` must have run."""
-        if self._data is None:
-            raise RuntimeError("call setup() before using the datamodule's data")
-        return self._data
-
-    @property
-    def dims(self) -> SpanDims:
-        return SpanDims(vocab_size=len(self.data.vocab))
-
-    @property
-    def has_test(self) -> bool:
-        return True
-
-    def examples(self, split: str) -> list[SpanExample]:
-        """The examples a batch's `index` points into."""
-        return self.data.examples[split]
-
-    def train_dataloader(self) -> DataLoader:
-        return self.data.loader("train", batch_size=self.batch_size, shuffle=True, num_workers=self.num_workers)
-
-    def val_dataloader(self) -> DataLoader:
-        return self.data.loader("val", batch_size=self.batch_size, shuffle=False, num_workers=self.num_workers)
-
-    def test_dataloader(self) -> DataLoader:
-        return self.data.loader("test", batch_size=self.batch_size, shuffle=False, num_workers=self.num_workers)
-
-    def state_dict(self) -> dict[str, Any]:
-        return self.data.state() if self._data is not None else dict(self._state or {})
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self._state = dict(state_dict) or None
-        if self._data is not None and self._state is not None:
-            self._data = self._data.adopt(self._state)
+    def embedding_weight(self, vocab: list[str]) -> Tensor | None:
+        """None: generated words have no pretrained vectors."""
+        return None

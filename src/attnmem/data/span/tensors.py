@@ -1,4 +1,4 @@
-"""Span QA examples as tensors, shared by `squad` and `span_gen`: tokens with character offsets,
+"""Span QA examples as tensors, whatever their source: tokens with character offsets,
 character spans mapped to token spans, truncation, vocabulary, batches.
 
 Word id 0 is `<pad>` and 1 is `<unk>`. Each example keeps its text and token offsets, so a

@@ -115,11 +115,11 @@ def ensure_babi(data_dir: Path, download: bool) -> None:
     if has_babi(data_dir):
         return
     if not download:
-        raise UserError(f"no bAbI files (qaN_*_train.txt) in {data_dir}: set data.download=true to fetch them, "
-                        f"or put there the files of {ARCHIVE_ROOT}/en/ (or en-10k/) from {URLS[0]}")
+        raise UserError(f"no bAbI files (qaN_*_train.txt) in {data_dir}: set data.source.download=true to fetch "
+                        f"them, or put there the files of {ARCHIVE_ROOT}/en/ (or en-10k/) from {URLS[0]}")
     if data_dir.name not in FOLDERS:
-        raise ValueError(f"data.download=true extracts the archive's folders {FOLDERS}, so data.data_dir must end "
-                         f"in one of them, got {data_dir}")
+        raise ValueError(f"data.source.download=true extracts the archive's folders {FOLDERS}, so "
+                         f"data.source.data_dir must end in one of them, got {data_dir}")
     root = data_dir.parent
     archive = root / f"{ARCHIVE_ROOT}.tar.gz"
     try:

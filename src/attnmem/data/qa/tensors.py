@@ -1,4 +1,4 @@
-"""Vectorised bAbI-style QA data: vocabularies, tensors, dataset and loaders, shared by `babi` and `babi_gen`.
+"""Vectorised bAbI-style QA data: vocabularies, tensors, dataset and loaders, shared by every qa source.
 
 Word id 0 is `<pad>` and 1 is `<unk>`; answer class 0 is `<unk>`, so an answer never seen in training is
 always counted wrong rather than crashing evaluation.
@@ -124,6 +124,16 @@ class QAData:
     vocab: list[str]
     answers: list[str]
     splits: dict[str, dict[str, Tensor]]  # "train"/"val"/"test" -> story (N, S, L), query (N, Lq), answer, task
+
+    @classmethod
+    def from_examples(cls, splits: dict[str, list[Example]], seen: Sequence[Example], *, memory_size: int) -> QAData:
+        """Vocabularies from the `seen` examples, widths from every split's longest sentence and query, then tensors."""
+        every = [ex for examples in splits.values() for ex in examples]
+        shape = {"memory_size": memory_size,
+                 "sentence_len": max((len(s) for ex in every for s in ex.story), default=1) or 1,
+                 "query_len": max((len(ex.query) for ex in every), default=1) or 1}
+        vocab, answers = build_vocab(seen), build_answers(seen)
+        return cls(vocab, answers, {k: vectorize(v, vocab, answers, **shape) for k, v in splits.items()})
 
     def dims(self, tasks: list[int]) -> QADims:
         """What a model needs to know about the data."""

@@ -1,0 +1,1 @@
+"""The span family's data: `SpanDataModule` and its sources, `SquadFiles` and `SpanGenerator`."""

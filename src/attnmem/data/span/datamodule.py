@@ -1,0 +1,120 @@
+"""The span family's one datamodule: questions from a pluggable source, tokenised, batched, checkpointed.
+
+A source (`SquadFiles`, `SpanGenerator`, or any class with the `SpanSource` members) says where the
+questions come from; this module turns them into examples, a vocabulary and loaders, the same for all.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+import lightning as L
+from torch import Tensor
+from torch.utils.data import DataLoader
+
+from attnmem.core.dims import SpanDims
+from attnmem.data.span.tensors import SpanData, SpanExample, SpanRecord, build_examples, build_vocab
+
+
+class SpanSource(Protocol):
+    """Where the questions of a span datamodule come from (`data.source`)."""
+
+    data_files: list[Path]  # what the run's manifest hashes; empty for generated data
+
+    def prepare_data(self) -> None:
+        """Stop with one line when the source cannot be read (a missing file)."""
+
+    def splits(self) -> dict[str, list[SpanRecord]]:
+        """The questions of each split: "train" and "val" always, "test" when the source has one."""
+
+    def embedding_weight(self, vocab: list[str]) -> Tensor | None:
+        """Pretrained word vectors `(V, D)` in `vocab` order, or None for randomly initialised embeddings."""
+
+
+class SpanDataModule(L.LightningDataModule):
+    """Span QA from `source`: contexts tokenised keeping character offsets, the first answer trained on.
+
+    The vocabulary comes from the training questions (words seen `min_count` times); a checkpoint's
+    vocabulary wins over it. Contexts are cut to `max_context_len` tokens, questions to `max_question_len`.
+    """
+
+    family: ClassVar[str] = "span"
+    family_module: ClassVar[str] = "attnmem.tasks.span.SpanTask"
+
+    def __init__(
+        self,
+        *,
+        source: SpanSource,
+        max_context_len: int = 400,
+        max_question_len: int = 40,
+        lowercase: bool = True,
+        min_count: int = 1,
+        batch_size: int = 32,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__()
+        limits = {
+            "max_context_len": (max_context_len, 1),
+            "max_question_len": (max_question_len, 1),
+            "min_count": (min_count, 1),
+            "batch_size": (batch_size, 1),
+            "num_workers": (num_workers, 0),
+        }
+        for name, (value, low) in limits.items():
+            if value < low:
+                raise ValueError(f"data.{name} must be >= {low}, got {value}")
+        self.source = source
+        self.sizes = {"max_context_len": max_context_len, "max_question_len": max_question_len, "lowercase": lowercase}
+        self.min_count, self.batch_size, self.num_workers = min_count, batch_size, num_workers
+        self.data_files = list(source.data_files)
+        self._data: SpanData | None = None
+        self._state: dict[str, Any] | None = None
+        self._embedding_weight: Tensor | None = None
+
+    def prepare_data(self) -> None:
+        self.source.prepare_data()
+
+    def setup(self, stage: str | None = None) -> None:
+        if self._data is not None:
+            return
+        examples = {split: build_examples(r, split=split, **self.sizes) for split, r in self.source.splits().items()}
+        data = SpanData(build_vocab(examples["train"], self.min_count), examples)
+        self._data = data.adopt(self._state) if self._state is not None else data
+        self._embedding_weight = self.source.embedding_weight(self._data.vocab)
+
+    @property
+    def data(self) -> SpanData:
+        """The built data; `setup()` must have run."""
+        if self._data is None:
+            raise RuntimeError("call setup() before using the datamodule's data")
+        return self._data
+
+    @property
+    def dims(self) -> SpanDims:
+        return SpanDims(vocab_size=len(self.data.vocab), embeddings=self._embedding_weight)
+
+    @property
+    def has_test(self) -> bool:
+        return "test" in self.data.examples
+
+    def examples(self, split: str) -> list[SpanExample]:
+        """The examples a batch's `index` points into."""
+        return self.data.examples[split]
+
+    def train_dataloader(self) -> DataLoader:
+        return self.data.loader("train", batch_size=self.batch_size, shuffle=True, num_workers=self.num_workers)
+
+    def val_dataloader(self) -> DataLoader:
+        return self.data.loader("val", batch_size=self.batch_size, shuffle=False, num_workers=self.num_workers)
+
+    def test_dataloader(self) -> DataLoader:
+        return self.data.loader("test", batch_size=self.batch_size, shuffle=False, num_workers=self.num_workers)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.data.state() if self._data is not None else dict(self._state or {})
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._state = dict(state_dict) or None
+        if self._data is not None and self._state is not None:
+            self._data = self._data.adopt(self._state)
