@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnmem import attention
-from attnmem.attention import Additive
+from attnmem.attention import Additive, additive_kernel
 
 torch.set_num_threads(1)
 
@@ -19,7 +18,7 @@ def _naive(score: Additive, query: torch.Tensor, keys: torch.Tensor) -> torch.Te
 
 @pytest.mark.parametrize("chunk_elements", [1, 2 * 3 * 5 * 3, 10**6])  # one key, 3 keys (7 = 3+3+1), all keys
 def test_chunked_equals_naive_values_and_gradients(monkeypatch, chunk_elements):
-    monkeypatch.setattr(attention, "ADDITIVE_CHUNK_ELEMENTS", chunk_elements)
+    monkeypatch.setattr(additive_kernel, "ADDITIVE_CHUNK_ELEMENTS", chunk_elements)
     torch.manual_seed(0)
     score = Additive(4, 6, hidden_dim=5).double()
     query = torch.randn(2, 3, 4, dtype=torch.double, requires_grad=True)
@@ -36,7 +35,7 @@ def test_chunked_equals_naive_values_and_gradients(monkeypatch, chunk_elements):
 
 
 def test_gradcheck_and_broadcast_batch(monkeypatch):
-    monkeypatch.setattr(attention, "ADDITIVE_CHUNK_ELEMENTS", 8)
+    monkeypatch.setattr(additive_kernel, "ADDITIVE_CHUNK_ELEMENTS", 8)
     torch.manual_seed(0)
     score = Additive(3, 3, hidden_dim=2).double()
     query = torch.randn(1, 2, 3, dtype=torch.double, requires_grad=True)  # batch 1 broadcast over 4

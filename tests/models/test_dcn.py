@@ -125,7 +125,7 @@ def test_span_baseline_shapes():
 
 @pytest.mark.parametrize("layers", [1, 2])
 def test_dcn_runs_under_cpu_bf16_autocast(layers):
-    # the LSTMs run in float32 (attnmem.blocks.float32.recurrent); the rest in bfloat16
+    # the LSTMs run in float32 (attnmem.core.float32.recurrent); the rest in bfloat16
     net = dcn(coattention_layers=layers, hidden_size=8)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = net(batch())

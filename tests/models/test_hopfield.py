@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from attnmem.attention import Cosine, Dot
+from attnmem.blocks.hopfield import HopfieldLayer, HopfieldPooling
 from attnmem.data.patterns import make_probes, random_patterns
 from attnmem.models.hopfield import Hopfield, async_sweep, energy, hebbian, sync_step
-from attnmem.models.modern_hopfield import HopfieldLayer, HopfieldPooling, ModernHopfield
+from attnmem.models.modern_hopfield import ModernHopfield
 
 
 def test_hebbian_weights_by_hand():

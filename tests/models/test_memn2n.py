@@ -13,8 +13,9 @@ from torch.utils.data import DataLoader
 
 from attnmem.attention import Additive, Bilinear, Cosine, Dot, ScaledDot
 from attnmem.blocks.output import Output
+from attnmem.blocks.position_encoding import position_encoding
 from attnmem.callbacks.linear_start import LinearStart
-from attnmem.models.memn2n import MemN2N, position_encoding
+from attnmem.models.memn2n import MemN2N
 
 torch.set_num_threads(1)
 

@@ -107,8 +107,8 @@ def test_batch_items_do_not_mix(memory_init):
 def test_initial_weightings_are_one_hot_and_constant_memory_reads_uniform_content():
     model = make_ntm()
     state = model.initial_state(2)
-    assert torch.equal(state[3], F.one_hot(torch.zeros(2, 2, dtype=torch.long), 8).float())
-    assert torch.all(state[4] == 1e-6)
+    assert torch.equal(state.weightings, F.one_hot(torch.zeros(2, 2, dtype=torch.long), 8).float())
+    assert torch.all(state.memory == 1e-6)
 
 
 @pytest.mark.parametrize(

@@ -1,19 +1,21 @@
-"""RNN baseline in the qa and seq2seq families: padding, packing, step-by-step decoding, a learning check, options."""
+"""RNN baselines of the qa, seq2seq and sequence families: padding, packing, step-by-step decoding, learning, options."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from attnmem.models.rnn import RNN
-from attnmem.models.rnn_seq2seq import Encoder, compact
+from attnmem.blocks.rnn import Encoder, compact
+from attnmem.models.rnn_qa import RNNQA
+from attnmem.models.rnn_seq2seq import RNNSeq2Seq
+from attnmem.models.rnn_sequence import RNNSequence
 
 torch.set_num_threads(1)
 
 
-def seq2seq(**kw) -> RNN:
+def seq2seq(**kw) -> RNNSeq2Seq:
     torch.manual_seed(0)
-    return RNN(family="seq2seq", **({"src_vocab_size": 9, "tgt_vocab_size": 7, "hidden_size": 8, "embed_dim": 4} | kw))
+    return RNNSeq2Seq(**({"src_vocab_size": 9, "tgt_vocab_size": 7, "hidden_size": 8, "embed_dim": 4} | kw))
 
 
 def test_compact_moves_words_left_in_order():
@@ -64,8 +66,8 @@ def test_seq2seq_stepwise_decoding_equals_teacher_forcing(cell):
 
 def test_qa_reads_story_then_query_without_padding():
     torch.manual_seed(0)
-    model = RNN(family="qa", vocab_size=12, num_answers=5, hidden_size=8, embed_dim=4)
-    story = torch.tensor([[[4, 5, 0], [6, 0, 0], [0, 0, 0]]], dtype=torch.int16)  # (B, S, L), int16 as babi_tensors
+    model = RNNQA(vocab_size=12, num_answers=5, hidden_size=8, embed_dim=4)
+    story = torch.tensor([[[4, 5, 0], [6, 0, 0], [0, 0, 0]]], dtype=torch.int16)  # (B, S, L), int16 as data/qa/tensors
     query = torch.tensor([[7, 8, 0]])
     out = model({"story": story, "query": query})
     assert out.pred.shape == (1, 5)
@@ -75,7 +77,7 @@ def test_qa_reads_story_then_query_without_padding():
 
 def test_qa_learns_which_word_answers():
     torch.manual_seed(0)
-    model = RNN(family="qa", vocab_size=10, num_answers=4, hidden_size=16, embed_dim=8)
+    model = RNNQA(vocab_size=10, num_answers=4, hidden_size=16, embed_dim=8)
     story = torch.randint(4, 10, (32, 3, 2))
     query = torch.randint(4, 10, (32, 2))
     answer = story[:, 0, 0] % 4  # the first word of the story, mod 4
@@ -89,15 +91,27 @@ def test_qa_learns_which_word_answers():
 
 
 @pytest.mark.parametrize(
-    ("kw", "message"),
+    ("model", "kw", "message"),
     [
-        ({"family": "seq2seq"}, "family 'seq2seq' needs src_vocab_size and tgt_vocab_size >= 1"),
-        ({"family": "qa", "vocab_size": 5}, "family 'qa' needs vocab_size and num_answers"),
-        ({"family": "sequence", "input_size": 3, "output_size": 2, "bidirectional": True}, "bidirectional is for"),
-        ({"family": "qa", "vocab_size": 5, "num_answers": 2, "bidirectional": True, "hidden_size": 7}, "even"),
-        ({"family": "qa", "vocab_size": 5, "num_answers": 2, "embed_dim": 0}, "embed_dim must be >= 1"),
+        (RNNSeq2Seq, {"src_vocab_size": 0, "tgt_vocab_size": 7}, "RNNSeq2Seq: src_vocab_size must be >= 1, got 0"),
+        (RNNSeq2Seq, {"src_vocab_size": 9, "tgt_vocab_size": 0}, "RNNSeq2Seq: tgt_vocab_size must be >= 1, got 0"),
+        (RNNQA, {"vocab_size": 5, "num_answers": 0}, "RNNQA: num_answers must be >= 1, got 0"),
+        (RNNSequence, {"input_size": 3, "output_size": 0}, "RNNSequence: output_size must be >= 1, got 0"),
+        (RNNSequence, {"input_size": 3, "output_size": 2, "cell": "tree"}, "cell must be one of"),
+        (RNNQA, {"vocab_size": 5, "num_answers": 2, "bidirectional": True, "hidden_size": 7}, "even"),
+        (RNNQA, {"vocab_size": 5, "num_answers": 2, "embed_dim": 0}, "embed_dim must be >= 1"),
     ],
 )
-def test_bad_options_name_the_option(kw, message):
+def test_bad_options_name_the_option(model, kw, message):
     with pytest.raises(ValueError, match=message):
-        RNN(**kw)
+        model(**kw)
+
+
+def test_a_sequence_model_reads_one_way_only():
+    """It answers online: the sequence baseline has no `bidirectional` option to set."""
+    with pytest.raises(TypeError, match="bidirectional"):
+        RNNSequence(input_size=3, output_size=2, bidirectional=True)
+
+
+def test_each_reader_serves_one_family():
+    assert (RNNSequence.families, RNNQA.families, RNNSeq2Seq.families) == (("sequence",), ("qa",), ("seq2seq",))

@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from attnmem.attention import Additive, Dot, ScaledDot
-from attnmem.models.transformer import Transformer, sinusoidal_table
+from attnmem.blocks.transformer import sinusoidal_table
+from attnmem.models.transformer import Transformer
 from attnmem.runtime import run
 
 torch.set_num_threads(1)
@@ -129,9 +130,13 @@ def test_learned_positions_post_ln_memorise_a_batch():
 
 def test_model_transformer_alone_trains_on_reverse_and_plots_heads(compose_cfg, tmp_path):
     cfg = compose_cfg(
-        "model=transformer", "data.num_train=32", "data.num_val=8", "data.num_test=8", "data.test_lengths=[]"
+        "model=transformer",
+        "data.source.num_train=32",
+        "data.source.num_val=8",
+        "data.source.num_test=8",
+        "data.source.test_lengths=[]",
     )
-    assert cfg.data.task == "reverse" and cfg.attention._target_.endswith("ScaledDot")
+    assert cfg.data.source.task == "reverse" and cfg.attention._target_.endswith("ScaledDot")
     datamodule, module, _ = run.setup(cfg)
     paths = module.plot_examples(datamodule, tmp_path / "plots", 2)
     # one per-head grid per decoder layer and example

@@ -13,7 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnmem.blocks.float32 import in_float32
+from attnmem.attention.additive_kernel import additive_scores
+from attnmem.core.float32 import in_float32
 
 __all__ = ["Additive", "Bilinear", "Cosine", "Dot", "MultiHead", "ScaledDot", "attend", "softmax"]
 
@@ -70,7 +71,11 @@ class Bilinear(nn.Module):
 
 
 class Additive(nn.Module):
-    """Additive score vᵀ tanh(W q + U k) (Bahdanau et al. 2015, eq. 6 / appendix A.1.2)."""
+    """Additive score e(q, k) = vᵀ tanh(W q + U k) (Bahdanau et al. 2015, eq. 6 / appendix A.1.2).
+
+    The formula runs as `additive_scores(W q, U k, v)`, a chunked kernel (`attention/additive_kernel.py`)
+    that never holds the (B, Tq, Tk, H) tensor of tanh(W q + U k) whole.
+    """
 
     def __init__(self, query_dim: int, key_dim: int, hidden_dim: int | None = None) -> None:
         super().__init__()
@@ -83,60 +88,13 @@ class Additive(nn.Module):
         self.v = nn.Linear(hidden_dim, 1, bias=False)
 
     def forward(self, query: Tensor, keys: Tensor) -> Tensor:
+        """vᵀ tanh(W q + U k) for every query and key: (..., Tq, Tk)."""
         q, k = self.query_proj(query), self.key_proj(keys)  # (..., Tq, H), (..., Tk, H)
         batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
         q = q.expand(*batch, *q.shape[-2:]).reshape(-1, *q.shape[-2:])  # (B, Tq, H)
         k = k.expand(*batch, *k.shape[-2:]).reshape(-1, *k.shape[-2:]).to(q.dtype)  # (B, Tk, H)
-        scores = _AdditiveScores.apply(q, k, self.v.weight.squeeze(0).to(q.dtype))  # (B, Tq, Tk)
+        scores = additive_scores(q, k, self.v.weight.squeeze(0).to(q.dtype))  # (B, Tq, Tk)
         return scores.view(*batch, *scores.shape[-2:])
-
-
-# elements of one (B, Tq, keys, H) chunk of tanh(Wq + Uk): 4 MB in float32 stays in a CPU's cache
-ADDITIVE_CHUNK_ELEMENTS = 2**20
-
-
-class _AdditiveScores(torch.autograd.Function):
-    """vᵀ tanh(q + k) over key chunks, recomputing tanh in backward: the (B, Tq, Tk, H) tensor is never whole.
-
-    Backward uses d tanh = 1 - tanh², so with P = g · tanh² both input gradients are sums of P:
-    dq = v ⊙ (Σ_k g - Σ_k P), dk = v ⊙ (Σ_q g - Σ_q P), dv = Σ g · tanh.
-    """
-
-    @staticmethod
-    def forward(ctx, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-        ctx.save_for_backward(q, k, v)
-        scores = q.new_empty(*q.shape[:-1], k.shape[-2])  # (B, Tq, Tk)
-        for j, t in _tanh_chunks(q, k):
-            scores[:, :, j : j + t.shape[2]] = t @ v
-        return scores
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, ...]:
-        q, k, v = ctx.saved_tensors
-        sum_q, sum_k = torch.zeros_like(q), torch.empty_like(k)  # Σ_k P (B, Tq, H), Σ_q P (B, Tk, H)
-        dv = torch.zeros_like(v)
-        for j, t in _tanh_chunks(q, k):
-            g = grad[:, :, j : j + t.shape[2]]  # (B, Tq, c)
-            dv += g.reshape(-1) @ t.reshape(-1, t.shape[-1])
-            p = t.mul_(t).mul_(g.unsqueeze(-1))  # (B, Tq, c, H)
-            sum_q += p.sum(2)
-            sum_k[:, j : j + t.shape[2]] = p.sum(1)
-        dq = v * (grad.sum(2).unsqueeze(-1) - sum_q) if ctx.needs_input_grad[0] else None
-        dk = v * (grad.sum(1).unsqueeze(-1) - sum_k) if ctx.needs_input_grad[1] else None
-        return dq, dk, dv
-
-
-def _tanh_chunks(q: Tensor, k: Tensor):
-    """Yield (first key, tanh(q + k) for a chunk of keys (B, Tq, c, H)), reusing one buffer."""
-    b, tq, h = q.shape
-    tk = k.shape[1]
-    c = max(1, min(tk, ADDITIVE_CHUNK_ELEMENTS // max(1, b * tq * h)))
-    buffer = q.new_empty(b, tq, c, h)
-    for j in range(0, tk, c):
-        t = buffer[:, :, : min(c, tk - j)]
-        torch.add(q.unsqueeze(2), k[:, j : j + c].unsqueeze(1), out=t)
-        yield j, t.tanh_()
 
 
 class Cosine(nn.Module):

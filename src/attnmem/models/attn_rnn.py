@@ -10,14 +10,26 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnmem.attention import attend
-from attnmem.blocks.float32 import recurrent
+from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.output import Output
-from attnmem.models.rnn_seq2seq import CELLS, Encoder, check_rnn_options, layer_state, step_state
+from attnmem.blocks.rnn import Encoder, check_rnn_options, layer_state, stacked, step_state
+from attnmem.core.float32 import recurrent
 
 __all__ = ["AttnRNN"]
 
 STYLES = ("bahdanau", "luong")
 MODES = ("global", "local_m", "local_p", "hard")
+
+
+def _check_attention_options(style: str, mode: str, window: int) -> None:
+    """ValueError naming `style`, `mode` or `window` when it does not fit."""
+    if style not in STYLES:
+        raise ValueError(f"AttnRNN: style must be one of {STYLES}, got {style!r}")
+    if mode not in MODES:
+        raise ValueError(f"AttnRNN: mode must be one of {MODES}, got {mode!r}")
+    least = 1 if mode == "local_p" else 0
+    if window < least:
+        raise ValueError(f"AttnRNN: window (D) must be >= {least} for mode={mode}, got {window}")
 
 
 class AttnRNN(nn.Module):
@@ -65,45 +77,16 @@ class AttnRNN(nn.Module):
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        check_rnn_options(
-            "AttnRNN",
-            cell=cell,
-            hidden_size=hidden_size,
-            num_layers=num_layers,
-            embed_dim=embed_dim,
-            dropout=dropout,
-            bidirectional=bidirectional,
-        )
-        if style not in STYLES:
-            raise ValueError(f"AttnRNN: style must be one of {STYLES}, got {style!r}")
-        if mode not in MODES:
-            raise ValueError(f"AttnRNN: mode must be one of {MODES}, got {mode!r}")
-        if window < (1 if mode == "local_p" else 0):
-            raise ValueError(
-                f"AttnRNN: window (D) must be >= {1 if mode == 'local_p' else 0} for mode={mode}, got {window}"
-            )
-        if min(src_vocab_size, tgt_vocab_size) < 1:
-            raise ValueError(f"AttnRNN: vocabulary sizes must be >= 1, got {src_vocab_size} and {tgt_vocab_size}")
+        check_sizes("AttnRNN", {"src_vocab_size": src_vocab_size, "tgt_vocab_size": tgt_vocab_size})
+        options = {"cell": cell, "embed_dim": embed_dim, "hidden_size": hidden_size, "num_layers": num_layers}
+        options |= {"bidirectional": bidirectional, "dropout": dropout}
+        check_rnn_options("AttnRNN", **options)
+        _check_attention_options(style, mode, window)
         self.style, self.mode, self.window = style, mode, window
-        self.encoder = Encoder(
-            vocab_size=src_vocab_size,
-            pad_id=pad_id,
-            cell=cell,
-            embed_dim=embed_dim,
-            hidden_size=hidden_size,
-            num_layers=num_layers,
-            bidirectional=bidirectional,
-            dropout=dropout,
-        )
+        self.encoder = Encoder(vocab_size=src_vocab_size, pad_id=pad_id, **options)
         self.embed = nn.Embedding(tgt_vocab_size, embed_dim, padding_idx=pad_id)
         # the extra input: the context c_i (bahdanau) or the previous attentional state h̃_{t-1} (luong)
-        self.decoder = CELLS[cell](
-            embed_dim + hidden_size,
-            hidden_size,
-            num_layers,
-            batch_first=True,
-            dropout=dropout if num_layers > 1 else 0.0,
-        )
+        self.decoder = stacked(cell, embed_dim + hidden_size, hidden_size, num_layers, dropout)
         self.score = score(query_dim=hidden_size, key_dim=hidden_size)
         if mode == "local_p":
             self.position = nn.Sequential(nn.Linear(hidden_size, hidden_size), nn.Tanh(), nn.Linear(hidden_size, 1))

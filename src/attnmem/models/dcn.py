@@ -11,18 +11,13 @@ from torch import Tensor, nn
 
 from attnmem.attention import attend
 from attnmem.blocks.bilstm import BiLSTM
-from attnmem.blocks.float32 import recurrent
+from attnmem.blocks.checks import check_sizes
+from attnmem.blocks.embedding import embedding
 from attnmem.blocks.output import Output
+from attnmem.core.float32 import recurrent
 from attnmem.models.dcn_decoder import DynamicDecoder
 
-__all__ = ["DCN", "Coattention", "embedding"]
-
-
-def embedding(vocab_size: int, embed_dim: int, embeddings: Tensor | None, freeze: bool) -> nn.Embedding:
-    """Word embeddings: pretrained ones when given (their width wins over `embed_dim`), else random."""
-    if embeddings is not None:
-        return nn.Embedding.from_pretrained(embeddings.float(), freeze=freeze, padding_idx=0)
-    return nn.Embedding(vocab_size, embed_dim, padding_idx=0)
+__all__ = ["DCN", "Coattention"]
 
 
 def with_sentinel(states: Tensor, mask: Tensor, sentinel: Tensor) -> tuple[Tensor, Tensor]:
@@ -88,16 +83,9 @@ class DCN(nn.Module):
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        for name, value in {
-            "vocab_size": vocab_size,
-            "embed_dim": embed_dim,
-            "hidden_size": hidden_size,
-            "pool_size": pool_size,
-            "iterations": iterations,
-            "coattention_layers": coattention_layers,
-        }.items():
-            if value < 1:
-                raise ValueError(f"DCN: model.{name} must be >= 1, got {value}")
+        sizes = {"vocab_size": vocab_size, "embed_dim": embed_dim, "hidden_size": hidden_size}
+        sizes |= {"pool_size": pool_size, "iterations": iterations, "coattention_layers": coattention_layers}
+        check_sizes("DCN", sizes, prefix="model.")
         if coattention_layers > 1 and hidden_size % 2:
             raise ValueError(f"DCN: model.hidden_size must be even with coattention_layers > 1, got {hidden_size}")
         if not 0 <= dropout < 1:

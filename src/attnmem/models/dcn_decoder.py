@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from attnmem.blocks.float32 import recurrent
+from attnmem.core.float32 import recurrent
 
 __all__ = ["DynamicDecoder", "HighwayMaxout"]
 

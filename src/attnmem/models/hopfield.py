@@ -2,36 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
-from attnmem.blocks.float32 import in_float32
+from attnmem.blocks.output import Retrieval
+from attnmem.core.float32 import in_float32
 
-__all__ = ["Hopfield", "Retrieval", "async_sweep", "energy", "hebbian", "sync_step"]
+__all__ = ["Hopfield", "async_sweep", "energy", "hebbian", "sync_step"]
 
 UPDATES = ("async", "sync")
 ORDERS = ("random", "fixed")
-
-
-@dataclass
-class Retrieval:
-    """What a `patterns` model returns: final states, attention per update step, energy and steps.
-
-    `pred (B, N)` are the final states; `energy (B, T+1)` the energy before the first and after
-    each update step (constant once a probe has converged); `steps (B,)` the update steps each probe
-    took until it stopped changing; `scores (B, K)`, for a net that attends over its K patterns,
-    the logits of its first update (which pattern the probe is taken for).
-    """
-
-    pred: Tensor
-    energy: Tensor
-    steps: Tensor
-    attention: list[Tensor] = field(default_factory=list)
-    scores: Tensor | None = None
 
 
 def hebbian(patterns: Tensor) -> Tensor:

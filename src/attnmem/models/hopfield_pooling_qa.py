@@ -8,9 +8,11 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
+from attnmem.blocks.checks import check_sizes
+from attnmem.blocks.hopfield import HopfieldPooling
 from attnmem.blocks.output import Output
-from attnmem.models.memn2n import position_encoding
-from attnmem.models.modern_hopfield import HopfieldPooling
+from attnmem.blocks.position_encoding import bag_of_words, position_encoding
+from attnmem.blocks.recency import recency
 
 __all__ = ["HopfieldPoolingQA"]
 
@@ -32,9 +34,7 @@ class HopfieldPoolingQA(nn.Module):
         super().__init__()
         sizes = {"vocab_size": vocab_size, "num_answers": num_answers, "memory_size": memory_size,
                  "sentence_len": sentence_len, "embed_dim": embed_dim, "hops": hops}
-        for name, value in sizes.items():
-            if value < 1:
-                raise ValueError(f"HopfieldPoolingQA: {name} must be >= 1, got {value}")
+        check_sizes("HopfieldPoolingQA", sizes)
         self.memory_size, self.sentence_len = memory_size, sentence_len
         self.story_embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
         self.query_embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
@@ -53,10 +53,7 @@ class HopfieldPoolingQA(nn.Module):
 
     def encode(self, embed: nn.Embedding, words: Tensor) -> Tensor:
         """Position-weighted bag of words of `words (..., L)`: (..., d)."""
-        length = words.shape[-1]
-        if length > self.sentence_len:
-            raise ValueError(f"HopfieldPoolingQA: sentences of {length} words exceed sentence_len={self.sentence_len}")
-        return (embed(words) * self.position[:length]).sum(-2)
+        return bag_of_words(embed, words, self.position, owner="HopfieldPoolingQA")
 
     def forward(self, batch: dict[str, Tensor]) -> Output:
         story, query = batch["story"], batch["query"]  # (B, S, L), (B, Lq)
@@ -64,9 +61,7 @@ class HopfieldPoolingQA(nn.Module):
             raise ValueError(f"HopfieldPoolingQA: a story of {story.shape[1]} sentences exceeds "
                              f"memory_size={self.memory_size}")
         slot_mask = story.ne(0).any(-1)  # (B, S) True for a real sentence (slots are left-aligned)
-        slots = torch.arange(story.shape[1], device=story.device)
-        recency = (slot_mask.sum(-1, keepdim=True) - 1 - slots).clamp_min(0)  # (B, S), 0 = most recent
-        stored = self.encode(self.story_embed, story) + self.recency(recency)  # (B, S, d)
+        stored = self.encode(self.story_embed, story) + self.recency(recency(slot_mask))  # (B, S, d), 0 = most recent
         u = self.encode(self.query_embed, query).unsqueeze(1)  # (B, 1, d)
         attention = []
         for pool in self.pools:

@@ -1,4 +1,4 @@
-"""End-To-End Memory Network (Sukhbaatar et al. 2015) and its linear-start callback."""
+"""End-To-End Memory Network (Sukhbaatar et al. 2015)."""
 
 from __future__ import annotations
 
@@ -10,26 +10,34 @@ import torch
 from torch import Tensor, nn
 
 from attnmem.attention import attend, softmax
+from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.output import Output
+from attnmem.blocks.position_encoding import bag_of_words, position_encoding
+from attnmem.blocks.recency import recency
 
-__all__ = ["MemN2N", "position_encoding"]
+__all__ = ["MemN2N"]
 
 ENCODINGS = ("position", "bow")
 TYINGS = ("adjacent", "layerwise")
 EMPTY_MEMORIES = ("attend", "mask")
 
 
-def position_encoding(sentence_len: int, embed_dim: int) -> Tensor:
-    """Position encoding l_kj = 1 + 4(k - (d+1)/2)(j - (J+1)/2) / (d J), 1-indexed (§4.1); (J, d)."""
-    j = torch.arange(1, sentence_len + 1, dtype=torch.float32).unsqueeze(1)  # (J, 1)
-    k = torch.arange(1, embed_dim + 1, dtype=torch.float32).unsqueeze(0)  # (1, d)
-    return 1 + 4 * (k - (embed_dim + 1) / 2) * (j - (sentence_len + 1) / 2) / (embed_dim * sentence_len)
-
-
-def _check_options(sizes: dict[str, int], *, encoding: str, tying: str, random_noise: float, init_std: float) -> None:
-    for name, value in sizes.items():
-        if value < 1:
-            raise ValueError(f"MemN2N: {name} must be >= 1, got {value}")
+def _check_options(
+    sizes: dict[str, int],
+    *,
+    encoding: str,
+    tying: str,
+    random_noise: float,
+    init_std: float,
+    empty_memories: str,
+    answer_words: Sequence[int] | None,
+) -> None:
+    """ValueError naming the first option of `MemN2N` that does not fit."""
+    check_sizes("MemN2N", sizes)
+    if tying == "adjacent" and answer_words is not None and len(answer_words) != sizes["num_answers"]:
+        raise ValueError(f"MemN2N: answer_words has {len(answer_words)} ids for num_answers={sizes['num_answers']}")
+    if empty_memories not in EMPTY_MEMORIES:
+        raise ValueError(f"MemN2N: empty_memories must be one of {EMPTY_MEMORIES}, got {empty_memories!r}")
     if encoding not in ENCODINGS:
         raise ValueError(f"MemN2N: encoding must be one of {ENCODINGS}, got {encoding!r}")
     if tying not in TYINGS:
@@ -93,11 +101,10 @@ class MemN2N(nn.Module):
         super().__init__()
         sizes = {"vocab_size": vocab_size, "num_answers": num_answers, "memory_size": memory_size}
         sizes |= {"sentence_len": sentence_len, "embed_dim": embed_dim, "hops": hops}
-        _check_options(sizes, encoding=encoding, tying=tying, random_noise=random_noise, init_std=init_std)
+        options = {"encoding": encoding, "tying": tying, "random_noise": random_noise, "init_std": init_std}
+        _check_options(sizes, empty_memories=empty_memories, answer_words=answer_words, **options)
         self.hops, self.memory_size, self.sentence_len = hops, memory_size, sentence_len
         self.temporal, self.random_noise, self.init_std = temporal, random_noise, init_std
-        if empty_memories not in EMPTY_MEMORIES:
-            raise ValueError(f"MemN2N: empty_memories must be one of {EMPTY_MEMORIES}, got {empty_memories!r}")
         self.empty_memories = empty_memories
         # a buffer, so a checkpoint saved during linear start is evaluated without softmax too
         self.register_buffer("linear", torch.tensor(False))
@@ -114,12 +121,9 @@ class MemN2N(nn.Module):
         self.H = nn.Linear(d, d, bias=False) if tying == "layerwise" else None
         # adjacent tying with answers that are words: Wᵀ = C^K restricted to the answers' rows (§2.2)
         tie_answers = tying == "adjacent" and answer_words is not None
-        if tie_answers and len(answer_words) != num_answers:
-            raise ValueError(f"MemN2N: answer_words has {len(answer_words)} ids for num_answers={num_answers}")
         self.W = None if tie_answers else nn.Linear(d, num_answers, bias=False)
-        self.register_buffer(
-            "answer_words", torch.tensor(list(answer_words) if tie_answers else [], dtype=torch.long), persistent=False
-        )
+        answers = torch.tensor(list(answer_words) if tie_answers else [], dtype=torch.long)
+        self.register_buffer("answer_words", answers, persistent=False)
         self.scores = nn.ModuleList(score(query_dim=d, key_dim=d) for _ in range(hops))
         pe = position_encoding(sentence_len, d) if encoding == "position" else torch.ones(sentence_len, d)
         self.register_buffer("position", pe, persistent=False)  # (J, d)
@@ -136,18 +140,15 @@ class MemN2N(nn.Module):
 
     def encode(self, embed: nn.Embedding, words: Tensor) -> Tensor:
         """Embed `words (..., L)` and sum over positions weighted by l_j: (..., d)."""
-        length = words.shape[-1]
-        if length > self.sentence_len:
-            raise ValueError(f"MemN2N: sentences of {length} words exceed sentence_len={self.sentence_len}")
-        return (embed(words) * self.position[:length]).sum(-2)  # (..., d)
+        return bag_of_words(embed, words, self.position, owner="MemN2N")  # (..., d)
 
     def time_index(self, slot_mask: Tensor) -> Tensor:
         """Recency of each slot, 0 = most recent, from `slot_mask (B, S)` (slots left-aligned): (B, S)."""
+        if not (self.training and self.random_noise > 0):
+            return recency(slot_mask)  # (B, S)
         b, s = slot_mask.shape
         n = slot_mask.sum(-1, keepdim=True)  # (B, 1) real sentences
         slots = torch.arange(s, device=slot_mask.device)  # (S,)
-        if not (self.training and self.random_noise > 0):
-            return (n - 1 - slots).clamp_min(0)  # (B, S)
         # RN: n distinct indices drawn from 0 .. n+blank-1, blank ~ U{0..ceil(n·rn)}, oldest highest
         most = math.ceil(s * self.random_noise)
         blank = (torch.rand(b, 1, device=slot_mask.device) * (torch.ceil(n * self.random_noise) + 1)).long()

@@ -3,19 +3,30 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnmem.blocks.float32 import in_float32
+from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.output import Output
+from attnmem.core.float32 import in_float32
 
-__all__ = ["NTM", "content_weights", "interpolate", "read", "sharpen", "shift", "write"]
+__all__ = ["NTM", "NTMState", "content_weights", "interpolate", "read", "sharpen", "shift", "write"]
 
 CONTROLLERS = ("lstm", "feedforward")
 MEMORY_INITS = ("constant", "learned", "random")
+
+
+class NTMState(NamedTuple):
+    """What the NTM carries from step t - 1 to step t (§3): controller state, reads, weightings, memory."""
+
+    hidden: Tensor  # h (B, C): the controller's output
+    cell: Tensor  # c (B, C): the LSTM controller's cell state (zeros, unused, with a feed-forward one)
+    reads: Tensor  # r (B, R, M): the read vectors
+    weightings: Tensor  # w (B, R + W, N): the read heads' weightings, then the write heads'
+    memory: Tensor  # M (B, N, M)
 
 
 def content_weights(similarity: Tensor, beta: Tensor) -> Tensor:
@@ -55,9 +66,7 @@ def write(memory: Tensor, weights: Tensor, erase: Tensor, add: Tensor) -> Tensor
 
 
 def _check_options(sizes: dict[str, int], *, controller: str, memory_init: str, shift_range: int) -> None:
-    for name, value in sizes.items():
-        if value < 1:
-            raise ValueError(f"NTM: {name} must be >= 1, got {value}")
+    check_sizes("NTM", sizes)
     if controller not in CONTROLLERS:
         raise ValueError(f"NTM: controller must be one of {CONTROLLERS}, got {controller!r}")
     if memory_init not in MEMORY_INITS:
@@ -137,33 +146,34 @@ class NTM(nn.Module):
         weights = shift(weights, torch.softmax(shifts, dim=-1), self.offsets)
         return sharpen(weights, 1 + F.softplus(gamma))
 
-    def step(self, x_gates: Tensor, state: tuple[Tensor, ...]) -> tuple[Tensor, Tensor, tuple[Tensor, ...]]:
-        """One time step from the input's gate projection `x_gates (B, G)`: (h, reads, new state)."""
-        h, c, reads, weights, memory = state
+    def step(self, x_gates: Tensor, state: NTMState) -> NTMState:
+        """One time step from the input's gate projection `x_gates (B, G)`: the new state."""
+        h, c, memory = state.hidden, state.cell, state.memory
         b = h.shape[0]
         if self.lstm:
-            gates = x_gates + self.recurrent_proj(torch.cat([reads.flatten(1), h], -1))
+            gates = x_gates + self.recurrent_proj(torch.cat([state.reads.flatten(1), h], -1))
             i, f, g, o = gates.chunk(4, -1)
             c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
             h = torch.sigmoid(o) * torch.tanh(c)  # (B, C)
         else:
-            h = torch.tanh(x_gates + self.recurrent_proj(reads.flatten(1)))
+            h = torch.tanh(x_gates + self.recurrent_proj(state.reads.flatten(1)))
         out = self.heads_proj(h)
         heads = self.read_heads + self.write_heads
         params, erase_add = out.split([heads * self.head_size, out.shape[-1] - heads * self.head_size], -1)
-        weights = self.address(params.view(b, heads, self.head_size), memory, weights)  # (B, R + W, N)
+        weights = self.address(params.view(b, heads, self.head_size), memory, state.weightings)  # (B, R + W, N)
         read_w, write_w = weights.split([self.read_heads, self.write_heads], 1)
         reads = read(memory, read_w)  # (B, R, M)
         erase, add = erase_add.view(b, self.write_heads, 2 * self.memory_width).chunk(2, -1)
         memory = write(memory, write_w, torch.sigmoid(erase), torch.tanh(add))
-        return h, reads, (h, c, reads, weights, memory)
+        return NTMState(hidden=h, cell=c, reads=reads, weightings=weights, memory=memory)
 
-    def initial_state(self, batch_size: int) -> tuple[Tensor, ...]:
+    def initial_state(self, batch_size: int) -> NTMState:
         """Zero controller state, one-hot weightings, the initial memory and its reads."""
         memory = self.initial_memory.expand(batch_size, -1, -1)  # (B, N, M)
         weights = self.initial_weights.expand(batch_size, -1, -1)  # (B, R + W, N)
         h = memory.new_zeros(batch_size, self.controller_size)
-        return h, h, read(memory, weights[:, : self.read_heads]), weights, memory
+        reads = read(memory, weights[:, : self.read_heads])  # (B, R, M)
+        return NTMState(hidden=h, cell=h, reads=reads, weightings=weights, memory=memory)
 
     def forward(self, batch: dict[str, Tensor]) -> Output:
         x = batch["inputs"]  # (B, T, I)
@@ -171,9 +181,9 @@ class NTM(nn.Module):
         x_gates = self.input_proj(x)  # (B, T, G): one matmul for the whole sequence
         hs, reads, attention = [], [], []
         for t in range(x.shape[1]):
-            h, r, state = self.step(x_gates[:, t], state)
-            hs.append(h)
-            reads.append(r.flatten(1))
-            attention.append(state[3])
+            state = self.step(x_gates[:, t], state)
+            hs.append(state.hidden)
+            reads.append(state.reads.flatten(1))
+            attention.append(state.weightings)
         features = torch.cat([torch.stack(hs, 1), torch.stack(reads, 1)], -1)  # (B, T, C + R·M)
         return Output(pred=self.output_proj(features), attention=attention)

@@ -1,131 +1,51 @@
-"""A recurrent encoder over padded token ids and the plain encoder-decoder of Sutskever et al. 2014."""
+"""The plain RNN encoder-decoder of Sutskever et al. 2014 for the `seq2seq` family."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from torch import Tensor, nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from attnmem.blocks.float32 import recurrent
+from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.output import Output
+from attnmem.blocks.rnn import Encoder, check_rnn_options, layer_state, stacked, step_state
+from attnmem.core.float32 import recurrent
 
-__all__ = ["CELLS", "Encoder", "EncoderDecoder", "check_rnn_options", "compact", "layer_state", "step_state"]
-
-CELLS = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
-
-
-def check_rnn_options(
-    owner: str, *, cell: str, hidden_size: int, num_layers: int, embed_dim: int, dropout: float, bidirectional: bool
-) -> None:
-    """ValueError naming the first option of a recurrent encoder/decoder that does not fit."""
-    if cell not in CELLS:
-        raise ValueError(f"{owner}: cell must be one of {tuple(CELLS)}, got {cell!r}")
-    for name, value in {"hidden_size": hidden_size, "num_layers": num_layers, "embed_dim": embed_dim}.items():
-        if value < 1:
-            raise ValueError(f"{owner}: {name} must be >= 1, got {value}")
-    if not 0 <= dropout < 1:
-        raise ValueError(f"{owner}: dropout must be in [0, 1), got {dropout}")
-    if bidirectional and hidden_size % 2:
-        raise ValueError(
-            f"{owner}: bidirectional splits hidden_size between two directions: it must be even, got {hidden_size}"
-        )
+__all__ = ["RNNSeq2Seq"]
 
 
-def step_state(final: Tensor | tuple[Tensor, ...]) -> dict[str, Tensor]:
-    """A recurrent layer's final state `(L, B, H)` (a tuple for LSTM) as a decoding state, batch first."""
-    parts = final if isinstance(final, tuple) else (final,)
-    return {name: part.transpose(0, 1) for name, part in zip(("h", "c"), parts)}  # (B, L, H) each
-
-
-def layer_state(state: dict[str, Tensor]) -> Tensor | tuple[Tensor, ...]:
-    """The recurrent layer's state `(L, B, H)` from a decoding state (the inverse of `step_state`)."""
-    parts = tuple(state[name].transpose(0, 1).contiguous() for name in ("h", "c") if name in state)
-    return parts if len(parts) == 2 else parts[0]
-
-
-class Encoder(nn.Module):
-    """Embeds right-padded `src (B, Ls)` and reads it with a stacked, optionally bidirectional RNN/LSTM/GRU.
-
-    Each direction has `hidden_size // 2` units when bidirectional, so states and the final state are
-    `hidden_size` wide either way (the final forward and backward states are concatenated per layer,
-    as OpenNMT's bidirectional encoder does) and can start a decoder of `hidden_size` directly.
-    Sequences are packed, so padding changes neither direction's states.
-    """
-
-    def __init__(
-        self,
-        *,
-        vocab_size: int,
-        pad_id: int,
-        cell: str,
-        embed_dim: int,
-        hidden_size: int,
-        num_layers: int,
-        bidirectional: bool,
-        dropout: float,
-    ) -> None:
-        super().__init__()
-        self.pad_id, self.directions = pad_id, 2 if bidirectional else 1
-        self.embed = nn.Embedding(vocab_size, embed_dim, padding_idx=pad_id)
-        self.rnn = CELLS[cell](
-            embed_dim,
-            hidden_size // self.directions,
-            num_layers,
-            batch_first=True,
-            bidirectional=bidirectional,
-            dropout=dropout if num_layers > 1 else 0.0,
-        )
-
-    def forward(self, src: Tensor) -> tuple[Tensor, Tensor | tuple[Tensor, ...], Tensor]:
-        """`(states (B, Ls, H), final state (L, B, H) (a tuple for LSTM), mask (B, Ls) True on tokens)`."""
-        mask = src != self.pad_id
-        packed = pack_padded_sequence(self.embed(src.long()), mask.sum(1).cpu(), batch_first=True, enforce_sorted=False)
-        out, final = recurrent(self.rnn, packed)
-        states, _ = pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])  # (B, Ls, H)
-        if isinstance(final, tuple):
-            return states, tuple(self._join(f) for f in final), mask
-        return states, self._join(final), mask
-
-    def _join(self, final: Tensor) -> Tensor:
-        layers_dirs, batch, width = final.shape  # (L * dirs, B, H / dirs)
-        final = final.view(layers_dirs // self.directions, self.directions, batch, width)
-        return final.permute(0, 2, 1, 3).reshape(-1, batch, width * self.directions)  # (L, B, H)
-
-
-class EncoderDecoder(nn.Module):
+class RNNSeq2Seq(nn.Module):
     """The plain encoder-decoder of Sutskever et al. 2014 ("Sequence to Sequence Learning with Neural Networks").
 
-    The decoder RNN starts from the encoder's final state (per layer) and models p(y_t | y_<t, x) from its
-    own state alone: no attention, so the whole source must pass through a fixed-size vector (§2).
+    An `Encoder` (a stacked, optionally bidirectional RNN/LSTM/GRU; `hidden_size // 2` units per
+    direction) reads the source; the decoder RNN starts from its final state (per layer) and models
+    p(y_t | y_<t, x) from its own state alone: no attention, so the whole source must pass through a
+    fixed-size vector (§2). `encode`/`decode_step` serve greedy and beam search. `Output.attention` is empty.
     """
+
+    families: ClassVar[tuple[str, ...]] = ("seq2seq",)
 
     def __init__(
         self,
         *,
         src_vocab_size: int,
         tgt_vocab_size: int,
-        pad_id: int,
-        cell: str,
-        embed_dim: int,
-        hidden_size: int,
-        num_layers: int,
-        bidirectional: bool,
-        dropout: float,
+        pad_id: int = 0,
+        cell: str = "lstm",
+        embed_dim: int = 64,
+        hidden_size: int = 256,
+        num_layers: int = 1,
+        bidirectional: bool = False,
+        dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        self.encoder = Encoder(
-            vocab_size=src_vocab_size,
-            pad_id=pad_id,
-            cell=cell,
-            embed_dim=embed_dim,
-            hidden_size=hidden_size,
-            num_layers=num_layers,
-            bidirectional=bidirectional,
-            dropout=dropout,
-        )
+        check_sizes("RNNSeq2Seq", {"src_vocab_size": src_vocab_size, "tgt_vocab_size": tgt_vocab_size})
+        options = {"cell": cell, "embed_dim": embed_dim, "hidden_size": hidden_size, "num_layers": num_layers}
+        options |= {"bidirectional": bidirectional, "dropout": dropout}
+        check_rnn_options("RNNSeq2Seq", **options)
+        self.encoder = Encoder(vocab_size=src_vocab_size, pad_id=pad_id, **options)
         self.embed = nn.Embedding(tgt_vocab_size, embed_dim, padding_idx=pad_id)
-        self.decoder = CELLS[cell](
-            embed_dim, hidden_size, num_layers, batch_first=True, dropout=dropout if num_layers > 1 else 0.0
-        )
+        self.decoder = stacked(cell, embed_dim, hidden_size, num_layers, dropout)
         self.out = nn.Linear(hidden_size, tgt_vocab_size)
 
     def forward(self, batch: dict[str, Tensor]) -> Output:
@@ -134,17 +54,10 @@ class EncoderDecoder(nn.Module):
         return Output(pred=self.out(states))  # (B, Lt-1, V)
 
     def encode(self, src: Tensor) -> dict[str, Tensor]:
-        """The decoding state: the encoder's final state, batch first."""
+        """The decoding state of `src (B, Ls)`: the encoder's final state, batch first."""
         return step_state(self.encoder(src)[1])
 
     def decode_step(self, state: dict[str, Tensor], tokens: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
         """Next-token logits (B, V) after feeding `tokens (B,)`, and the new state."""
         out, final = recurrent(self.decoder, self.embed(tokens.long()).unsqueeze(1), layer_state(state))
         return self.out(out[:, 0]), step_state(final)
-
-
-def compact(ids: Tensor, pad_id: int) -> Tensor:
-    """Move every row's non-pad ids to the front, keeping their order: `(B, L)` -> `(B, L')` cut to the longest."""
-    order = (ids == pad_id).long().argsort(dim=1, stable=True)
-    ids = ids.gather(1, order)
-    return ids[:, : max(1, int((ids != pad_id).sum(1).max()))]

@@ -10,8 +10,9 @@ from torch import Tensor, nn
 
 from attnmem.attention import attend
 from attnmem.blocks.bilstm import BiLSTM
+from attnmem.blocks.checks import check_sizes
+from attnmem.blocks.embedding import embedding
 from attnmem.blocks.output import Output
-from attnmem.models.dcn import embedding
 
 __all__ = ["SpanBaseline"]
 
@@ -42,9 +43,8 @@ class SpanBaseline(nn.Module):
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        for name, value in {"vocab_size": vocab_size, "embed_dim": embed_dim, "hidden_size": hidden_size}.items():
-            if value < 1:
-                raise ValueError(f"SpanBaseline: model.{name} must be >= 1, got {value}")
+        sizes = {"vocab_size": vocab_size, "embed_dim": embed_dim, "hidden_size": hidden_size}
+        check_sizes("SpanBaseline", sizes, prefix="model.")
         if not 0 <= dropout < 1:
             raise ValueError(f"SpanBaseline: model.dropout must be in [0, 1), got {dropout}")
         width = 2 * hidden_size

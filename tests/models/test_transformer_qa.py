@@ -1,4 +1,4 @@
-"""Encoder-only Transformer: story packing, qa readout and per-sentence attention, causal sequence model."""
+"""Encoder-only Transformer for qa: story packing, the readout and per-sentence attention, sentence units."""
 
 from __future__ import annotations
 
@@ -7,28 +7,23 @@ import torch
 import torch.nn.functional as F
 
 from attnmem.attention import ScaledDot
-from attnmem.models.transformer_encoder import TransformerEncoder, pack_story
+from attnmem.models.transformer_qa import TransformerQA, pack_story
 
 torch.set_num_threads(1)
 
 STORY = torch.tensor([[[5, 6, 0], [7, 0, 0], [0, 0, 0]], [[8, 0, 0], [0, 0, 0], [0, 0, 0]]])  # (2, 3, 3)
 QUERY = torch.tensor([[9, 10], [11, 0]])
+SIZES = {"vocab_size": 12, "num_answers": 5, "memory_size": 3, "sentence_len": 6}
 
 
-def _qa(**options) -> TransformerEncoder:
+def _qa(**options) -> TransformerQA:
     torch.manual_seed(0)
-    sizes = {"d_model": 16, "heads": 2, "layers": 2, "d_ff": 32, "dropout": 0.0} | options
-    return TransformerEncoder(family="qa", score=ScaledDot, vocab_size=12, num_answers=5, memory_size=3, **sizes)
+    sizes = SIZES | {"d_model": 16, "heads": 2, "layers": 2, "d_ff": 32, "dropout": 0.0} | options
+    return TransformerQA(score=ScaledDot, **sizes)
 
 
-def _sentences(**options) -> TransformerEncoder:
-    return _qa(unit="sentence", sentence_len=6, **options)
-
-
-def _sequence(**options) -> TransformerEncoder:
-    torch.manual_seed(0)
-    sizes = {"d_model": 16, "heads": 2, "layers": 2, "d_ff": 32, "dropout": 0.0} | options
-    return TransformerEncoder(family="sequence", score=ScaledDot, input_size=3, output_size=2, **sizes)
+def _sentences(**options) -> TransformerQA:
+    return _qa(unit="sentence", **options)
 
 
 def test_pack_story_by_hand():
@@ -75,48 +70,26 @@ def test_qa_word_order_matters():
     )
 
 
-def test_sequence_is_causal():
-    model = _sequence().eval()
-    inputs = torch.rand(2, 6, 3)
-    before = model({"inputs": inputs}).pred  # (B, T, 2)
-    changed = inputs.clone()
-    changed[:, 4] = 1.0
-    after = model({"inputs": changed}).pred
-    assert before.shape == (2, 6, 2)
-    assert torch.allclose(after[:, :4], before[:, :4], atol=1e-6) and not torch.allclose(after[:, 4:], before[:, 4:])
-    weights = model({"inputs": inputs}).attention
-    assert len(weights) == 6 and weights[2].shape == (2, 2, 6) and weights[2][..., 3:].eq(0).all()
-
-
-def test_sequence_learns_to_copy_its_previous_input():
-    model = _sequence()
-    torch.manual_seed(1)
-    inputs = (torch.rand(8, 6, 3) > 0.5).float()
-    targets = F.pad(inputs[:, :-1, :2], (0, 0, 1, 0))  # step t outputs the first two bits of step t-1
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    for _ in range(80):
-        loss = F.binary_cross_entropy_with_logits(model({"inputs": inputs}).pred, targets)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    model.eval()
-    assert ((model({"inputs": inputs}).pred > 0) == (targets > 0.5)).float().mean() > 0.95
-
-
 @pytest.mark.parametrize(
     ("build", "message"),
     [
         (lambda: _qa(heads=3), "model.heads=3 must divide model.d_model=16"),
         (lambda: _qa(unit="phrase"), "unit must be one of ('word', 'sentence'), got 'phrase'"),
-        (lambda: _qa(unit="sentence"), "needs vocab_size, num_answers, memory_size, sentence_len >= 1"),
-        (
-            lambda: TransformerEncoder(family="qa", score=ScaledDot, vocab_size=12),
-            "family 'qa' needs vocab_size, num_answers, memory_size >= 1, got 12, None, None",
-        ),
-        (lambda: TransformerEncoder(family="span", score=ScaledDot), "family must be one of ('qa', 'sequence')"),
+        (lambda: _sentences(sentence_len=0), "TransformerQA: sentence_len must be >= 1, got 0"),
+        (lambda: _qa(num_answers=0), "TransformerQA: num_answers must be >= 1, got 0"),
+        (lambda: _qa(memory_size=0), "TransformerQA: memory_size must be >= 1, got 0"),
     ],
 )
 def test_bad_options_name_the_option(build, message):
     with pytest.raises(ValueError) as err:
         build()
     assert message in str(err.value)
+
+
+def test_sentences_longer_than_sentence_len_name_the_option():
+    with pytest.raises(ValueError, match="TransformerQA: sentences of 3 words exceed sentence_len=2"):
+        _sentences(sentence_len=2)({"story": STORY, "query": QUERY})
+
+
+def test_serves_the_qa_family_only():
+    assert TransformerQA.families == ("qa",)

@@ -1,0 +1,12 @@
+"""The one check every model constructor makes of its sizes: each must be at least 1."""
+
+from __future__ import annotations
+
+__all__ = ["check_sizes"]
+
+
+def check_sizes(owner: str, sizes: dict[str, int], *, prefix: str = "") -> None:
+    """ValueError `"{owner}: {prefix}{name} must be >= 1, got {value}"` for the first size below 1."""
+    for name, value in sizes.items():
+        if value < 1:
+            raise ValueError(f"{owner}: {prefix}{name} must be >= 1, got {value}")
