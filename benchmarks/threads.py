@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
-from hydra.utils import get_class, instantiate
+from hydra.utils import instantiate
 from omegaconf import open_dict
 
 from attnmem.runtime.run import build_model
@@ -31,7 +31,7 @@ def steps_per_second(cfg, threads: int, steps: int) -> float:
     dm = instantiate(cfg.data)
     dm.prepare_data()
     dm.setup("fit")
-    net = build_model(cfg.model, cfg.attention, dm.dims, get_class(cfg.data._target_).family)
+    net = build_model(cfg.model, cfg.attention, dm.dims)
     optimizer = instantiate(cfg.optimizer)(params=net.parameters())
     batches = list(dm.train_dataloader())
     start = time.perf_counter()

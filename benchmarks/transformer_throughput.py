@@ -18,7 +18,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnmem.attention import ScaledDot
-from attnmem.models.transformer import Positions, Transformer
+from attnmem.blocks.transformer import Positions
+from attnmem.models.transformer import Transformer
 
 PAD, BOS, EOS, VOCAB = 0, 1, 2, 14
 

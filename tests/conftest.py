@@ -14,7 +14,6 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
-SHARED_BABI = ROOT.parent / "shared" / "data" / "babi"
 
 torch.set_num_threads(1)
 

@@ -39,13 +39,13 @@ def test_user_configs_outside_the_repository_via_the_search_path(compose_cfg, tm
     search = f"hydra.searchpath=[file://{mine}]"
     cfg = compose_cfg(search, "model=my_memn2n")
     assert cfg.model._target_ == "attnmem.models.memn2n.MemN2N" and cfg.model.hops == 1 and cfg.model.embed_dim == 8
-    assert cfg.data._target_.endswith("BabiGenDataModule")  # memn2n's natural data, inherited
+    assert cfg.data.source._target_.endswith("BabiGenerator")  # memn2n's natural data, inherited
     cfg = compose_cfg(
         search,
         "experiment=my_recipe",
-        "data.num_train=60",
-        "data.num_val=20",
-        "data.num_test=20",
+        "data.source.num_train=60",
+        "data.source.num_val=20",
+        "data.source.num_test=20",
         "debug=fdr",
         "trainer.enable_progress_bar=false",
     )

@@ -11,8 +11,8 @@ from conftest import CONF
 from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf
 
-from attnmem.data.babi_gen import generate_babi
-from attnmem.data.span_gen import SpanGenDataModule
+from attnmem.data.qa.babi_generator import generate_babi
+from attnmem.data.span.span_generator import SpanGenerator
 from attnmem.runtime import run
 
 MODELS = sorted(p.stem for p in (CONF / "model").glob("*.yaml"))
@@ -35,19 +35,19 @@ def _data_overrides(data: str, tmp_path: Path) -> list[str]:
         for split in ("train", "test"):
             lines = generate_babi(1, 60, seed=0, split=split)
             (folder / f"qa1_single-supporting-fact_{split}.txt").write_text("\n".join(lines) + "\n")
-        return [f"data.data_dir={folder}"]
+        return [f"data.source.data_dir={folder}"]
     if data == "babi_gen":
-        return ["data.num_train=60", "data.num_val=20", "data.num_test=20"]
+        return ["data.source.num_train=60", "data.source.num_val=20", "data.source.num_test=20"]
     if data == "squad":  # generated span questions written as a SQuAD v1.1 file, one paragraph each, 4 articles
-        records = SpanGenDataModule(num_train=48).records("train")
+        records = SpanGenerator(num_train=48).records("train")
         qas = [{"context": r.context, "qas": [{"id": r.id, "question": r.question, "answers": [
             {"text": t, "answer_start": s} for t, s in r.answers]}]} for r in records]
         path = tmp_path / "squad.json"
         path.write_text(json.dumps({"version": "1.1", "data": [{"title": str(k), "paragraphs": qas[k::4]}
                                                                for k in range(4)]}))
-        return [f"data.train_path={path}", "data.val_fraction=0.25", "data.batch_size=16"]
+        return [f"data.source.train_path={path}", "data.source.val_fraction=0.25", "data.batch_size=16"]
     if data == "span_gen":
-        return ["data.num_train=48", "data.num_val=16", "data.num_test=16", "data.batch_size=16"]
+        return ["data.source.num_train=48", "data.source.num_val=16", "data.source.num_test=16", "data.batch_size=16"]
     if data == "patterns":
         return ["data.size=64", "data.num_patterns=8", "data.noise=0.2"]
     sequence = ["data.batch_size=4", "data.steps_per_epoch=2", "data.num_val=4", "data.num_test=4"]
@@ -59,15 +59,16 @@ def _data_overrides(data: str, tmp_path: Path) -> list[str]:
         return [*sequence, "data.task.item_length=1", "data.task.max_items=3", "data.test_lengths=[4]"]
     if data == "priority_sort":
         return [*sequence, "data.task.num_vectors=3", "data.task.num_targets=2", "data.test_lengths=[4]"]
-    seq2seq = ["data.num_train=16", "data.num_val=8", "data.num_test=8", "data.batch_size=8", "data.test_lengths=[7]"]
+    seq2seq = ["data.source.num_train=16", "data.source.num_val=8", "data.source.num_test=8", "data.batch_size=8",
+               "data.source.test_lengths=[7]"]
     if data in ("reverse", "sort", "copy_tokens"):
-        return [*seq2seq, "data.train_lengths=[1,4]"]
+        return [*seq2seq, "data.source.train_lengths=[1,4]"]
     if data == "addition":
-        return [*seq2seq, "data.train_lengths=[3,6]"]
+        return [*seq2seq, "data.source.train_lengths=[3,6]"]
     if data == "parallel_text":
         pairs = [("a b c", "x y"), ("b c", "y z z"), ("c a", "z"), ("a", "x x")] * 3
         (tmp_path / "pairs.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in pairs))
-        return [f"data.train_file={tmp_path / 'pairs.tsv'}", "data.batch_size=8"]
+        return [f"data.source.train_file={tmp_path / 'pairs.tsv'}", "data.batch_size=8"]
     raise AssertionError(f"conf/data/{data}.yaml has no small-size overrides in tests/test_configs.py")
 
 
@@ -78,11 +79,11 @@ def test_every_model_has_a_data_it_fits():
 @pytest.mark.parametrize(("model", "data"), PAIRS)
 def test_compose_instantiate_forward_backward(compose_cfg, tmp_path, model, data):
     cfg = compose_cfg(f"model={model}", f"data={data}", *_data_overrides(data, tmp_path))
-    family = run.check_compatible(cfg)
+    run.check_compatible(cfg)
     dm = instantiate(cfg.data)
     dm.prepare_data()
     dm.setup("fit")
-    net = run.build_model(cfg.model, cfg.attention, dm.dims, family)
+    net = run.build_model(cfg.model, cfg.attention, dm.dims)
     batch = next(iter(dm.train_dataloader()))
     out = net(batch)
     assert out.pred.shape[0] == next(iter(batch.values())).shape[0]

@@ -18,7 +18,7 @@ from hydra.errors import CompactHydraException
 from attnmem.core.errors import UserError
 from attnmem.runtime import cli, run
 
-TINY = [*FAST, "data.num_train=60", "data.num_val=20", "data.num_test=20", "trainer.max_epochs=1"]
+TINY = [*FAST, "data.source.num_train=60", "data.source.num_val=20", "data.source.num_test=20", "trainer.max_epochs=1"]
 
 
 def _one_line(message: str, *fragments: str) -> None:
@@ -65,8 +65,8 @@ def test_cli_unknown_key_says_how_to_add_one(tmp_path):
 
 @pytest.mark.slow  # a subprocess: ~5 s of imports alone, 20 s on a loaded machine
 def test_cli_missing_data_dir_says_how_to_get_the_files(tmp_path):
-    line = _cli(tmp_path, "data=babi", f"data.data_dir={tmp_path / 'nowhere'}")
-    _one_line(line, str(tmp_path / "nowhere"), "data.download=true")
+    line = _cli(tmp_path, "data=babi", f"data.source.data_dir={tmp_path / 'nowhere'}")
+    _one_line(line, str(tmp_path / "nowhere"), "data.source.download=true")
 
 
 @pytest.mark.slow  # a subprocess: ~5 s of imports alone, 20 s on a loaded machine
@@ -99,7 +99,7 @@ def test_incompatible_model_and_data_lists_the_compatible_choices(compose_cfg):
         run.train(compose_cfg("model=ntm", "data=babi_gen", *TINY))
     _one_line(
         str(err.value),
-        "NTM (sequence) cannot train on data BabiGenDataModule (qa)",
+        "NTM (sequence) cannot train on data QADataModule (qa)",
         "data=",
         "copy",
         "model=",
@@ -113,8 +113,8 @@ def test_data_dir_missing_or_empty(compose_cfg, tmp_path, kind):
     if kind == "empty":
         folder.mkdir()
     with pytest.raises(UserError) as err:
-        run.train(compose_cfg("data=babi", f"data.data_dir={folder}", *FAST))
-    _one_line(str(err.value), f"no bAbI files (qaN_*_train.txt) in {folder}", "data.download=true")
+        run.train(compose_cfg("data=babi", f"data.source.data_dir={folder}", *FAST))
+    _one_line(str(err.value), f"no bAbI files (qaN_*_train.txt) in {folder}", "data.source.download=true")
 
 
 def test_malformed_babi_line_names_file_and_line(compose_cfg, tmp_path):
@@ -123,7 +123,7 @@ def test_malformed_babi_line_names_file_and_line(compose_cfg, tmp_path):
     bad = folder / "qa1_single-supporting-fact_train.txt"
     bad.write_text("1 Mary moved to the bathroom.\n2 Where is Mary?\tbathroom\t1\nMary went home.\n")
     with pytest.raises(UserError) as err:
-        run.train(compose_cfg("data=babi", f"data.data_dir={folder}", "data.cache=false", *FAST))
+        run.train(compose_cfg("data=babi", f"data.source.data_dir={folder}", "data.source.cache=false", *FAST))
     _one_line(str(err.value), f"{bad}:3: expected 'ID text'", "'Mary went home.'")
 
 
@@ -131,7 +131,7 @@ def test_malformed_squad_json_names_file_and_line(compose_cfg, tmp_path):
     bad = tmp_path / "train.json"
     bad.write_text('{"version": "1.1",\n "data": [\n  {"title": "x",, }\n ]}\n')
     with pytest.raises(UserError) as err:
-        run.train(compose_cfg("model=dcn", "data=squad", f"data.train_path={bad}", *FAST))
+        run.train(compose_cfg("model=dcn", "data=squad", f"data.source.train_path={bad}", *FAST))
     _one_line(str(err.value), f"{bad}:3: not valid JSON")
 
 

@@ -12,7 +12,7 @@ from attnmem.runtime import run
 
 pytestmark = pytest.mark.gpu
 
-TINY = [*FAST, "data.num_train=256", "data.num_val=64", "data.num_test=64", "trainer.max_epochs=3"]
+TINY = [*FAST, "data.source.num_train=256", "data.source.num_val=64", "data.source.num_test=64", "trainer.max_epochs=3"]
 
 
 def test_gpu_trainer_trains_in_bf16_mixed(compose_cfg, tmp_path):

@@ -13,7 +13,7 @@ from conftest import FAST, ROOT
 
 from attnmem.runtime import checkpoint, run
 
-RUN = [*FAST, "data.num_train=400", "data.num_val=40", "data.num_test=40", "data.batch_size=32", "trainer.max_epochs=6"]
+RUN = [*FAST, "data.source.num_train=400", "data.source.num_val=40", "data.source.num_test=40", "data.batch_size=32", "trainer.max_epochs=6"]
 
 
 def _metrics(path):

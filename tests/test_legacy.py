@@ -15,7 +15,7 @@ from conftest import ROOT
 
 import attnmem
 from attnmem.core.errors import UserError
-from attnmem.runtime import run
+from attnmem.runtime import checkpoint, legacy, run
 
 OLD_RUN = ROOT / "tests" / "fixtures" / "run_v0_1"
 REFUSAL = "it was made by attnmem 0.1, before the module layout of 0.2"
@@ -25,6 +25,13 @@ REFUSAL = "it was made by attnmem 0.1, before the module layout of 0.2"
 def old_run(tmp_path: Path) -> Path:
     """A copy of the 0.1 run directory (a reader must not change it, and a test must not change the fixture)."""
     return Path(shutil.copytree(OLD_RUN, tmp_path / "old_run"))
+
+
+def test_a_checkpoint_of_a_replaced_datamodule_is_refused(old_run: Path) -> None:
+    # a checkpoint moved out of its run directory has no manifest beside it: its datamodule state still tells
+    with pytest.raises(UserError, match=f"its data state belongs to BabiGenDataModule, a datamodule that no longer "
+                                        f"exists: {REFUSAL}"):
+        legacy.check_checkpoint(checkpoint.load(old_run / "checkpoints" / "last.ckpt"), old_run)
 
 
 def test_load_run_refuses_an_old_run_in_one_line(old_run: Path) -> None:
@@ -47,7 +54,7 @@ def test_resume_refuses_an_old_checkpoint_and_writes_nothing(old_run: Path, comp
     option = f"ckpt_path={old_run / 'checkpoints' / 'last.ckpt'}" if how == "ckpt_path" else how
     run_dir = old_run if how != "ckpt_path" else old_run.parent / "new_run"
     cfg = compose_cfg(option, run_dir=run_dir)
-    with pytest.raises(UserError, match=f"its data state belongs to BabiGenDataModule.*{REFUSAL}"):
+    with pytest.raises(UserError, match=f"its manifest.json says attnmem 0.1.0: {REFUSAL}"):
         run.train(cfg)
     # the compose fixture saved .hydra/config.yaml as Hydra would; nothing else of the old run changed
     after = {p: p.read_bytes() for p in old_run.rglob("*") if p.is_file() and p.parent.name != ".hydra"}

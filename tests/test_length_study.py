@@ -43,3 +43,13 @@ def test_a_run_without_buckets_is_one_line_error(tmp_path, capsys):
     with pytest.raises(SystemExit):
         length_study.main([f"x={run}"])
     assert "no test/len<a>-<b>/token_acc keys" in capsys.readouterr().err
+
+
+def test_bit_errors_of_sequence_runs_by_length(tmp_path, capsys):
+    ntm = finished(tmp_path / "ntm", {"test/bit_errors": 0.0, "test/len40/bit_errors": 0.5, "test/len80/bit_errors": 4.0})
+    lstm = finished(tmp_path / "lstm", {"test/bit_errors": 0.25, "test/len40/bit_errors": 30.0})
+    out = tmp_path / "bits.png"
+    length_study.main([f"ntm={ntm}", f"lstm={lstm}", "--train-max", "20", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert "| 20 | 0.25 | 0.00 |" in printed and "| 40 | 30.00 | 0.50 |" in printed and "| 80 |  | 4.00 |" in printed
+    assert out.stat().st_size > 0

@@ -15,9 +15,9 @@ from attnmem.runtime.load import best_checkpoint
 
 TINY = [
     *FAST,
-    "data.num_train=200",
-    "data.num_val=60",
-    "data.num_test=20",
+    "data.source.num_train=200",
+    "data.source.num_val=60",
+    "data.source.num_test=20",
     "data.batch_size=32",
     "trainer.max_epochs=4",
 ]

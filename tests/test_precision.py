@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from test_configs import DATA, MODELS, _data_overrides, _family
 
 from attnmem.attention import Cosine, attend, softmax
-from attnmem.blocks.float32 import in_float32
+from attnmem.core.float32 import in_float32
 from attnmem.models.ntm import NTM
 from attnmem.runtime import run
 

@@ -19,9 +19,9 @@ from attnmem.tools import rerun
 MEMN2N = [
     *FAST,
     "data.tasks=[2]",
-    "data.num_train=200",
-    "data.num_val=60",
-    "data.num_test=60",
+    "data.source.num_train=200",
+    "data.source.num_val=60",
+    "data.source.num_test=60",
     "data.batch_size=25",
     "model.hops=2",
     "callbacks.plots=null",

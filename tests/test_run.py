@@ -17,7 +17,7 @@ from torch import nn
 from attnmem.core.errors import UserError
 from attnmem.runtime import run
 
-TINY = [*FAST, "data.batch_size=32", "data.num_train=200", "data.num_val=100", "data.num_test=100", "trainer.max_epochs=2"]
+TINY = [*FAST, "data.batch_size=32", "data.source.num_train=200", "data.source.num_val=100", "data.source.num_test=100", "trainer.max_epochs=2"]
 
 
 class SequenceOnlyModel(nn.Module):
@@ -30,7 +30,8 @@ def test_default_config_is_memn2n_on_generated_babi(compose_cfg):
     cfg = compose_cfg()
     assert cfg.model._target_ == "attnmem.models.memn2n.MemN2N"
     assert cfg.model.hops == 3
-    assert cfg.data._target_ == "attnmem.data.babi_gen.BabiGenDataModule"
+    assert cfg.data._target_ == "attnmem.data.qa.datamodule.QADataModule"
+    assert cfg.data.source._target_ == "attnmem.data.qa.babi_generator.BabiGenerator"
     assert list(cfg.data.tasks) == [1]
     assert cfg.attention._target_ == "attnmem.attention.Dot"
     assert cfg.threads == 1 and cfg.trainer.accelerator == "cpu"
@@ -43,13 +44,13 @@ def test_model_yaml_brings_its_own_data_and_explicit_data_wins(tmp_path):
     train_yaml.write_text(train_yaml.read_text().replace("  - data: babi_gen", "  - data: babi"))
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
-        assert compose("train", overrides=["model=memn2n"]).data._target_.endswith("BabiGenDataModule")
-        assert compose("train", overrides=["model=memn2n", "data=babi"]).data._target_.endswith(".BabiDataModule")
+        assert compose("train", overrides=["model=memn2n"]).data.source._target_.endswith(".BabiGenerator")
+        assert compose("train", overrides=["model=memn2n", "data=babi"]).data.source._target_.endswith(".BabiFiles")
     GlobalHydra.instance().clear()
 
 
 def test_memn2n_learns_generated_task1_quickly(compose_cfg, tmp_path):
-    cfg = compose_cfg(*FAST, "trainer.max_epochs=15", "data.num_val=200", "data.num_test=200")
+    cfg = compose_cfg(*FAST, "trainer.max_epochs=15", "data.source.num_val=200", "data.source.num_test=200")
     start = time.perf_counter()
     result = run.train(cfg)
     seconds = time.perf_counter() - start
@@ -111,7 +112,7 @@ def test_incompatible_model_and_data_is_one_line(compose_cfg):
         run.check_compatible(cfg)
     message = str(err.value)
     assert "\n" not in message
-    assert "SequenceOnlyModel (sequence)" in message and "BabiGenDataModule (qa)" in message
+    assert "SequenceOnlyModel (sequence)" in message and "QADataModule (qa)" in message
     assert "memn2n" in message.split("for this data use model=")[1].split("|")  # other qa models may be listed too
 
 
@@ -176,7 +177,7 @@ def test_experiment_overrides_the_primary_config(compose_cfg):
     assert cfg.name == "memn2n_babi"
     assert cfg.optimizer._target_ == "torch.optim.SGD" and cfg.scheduler._target_.endswith("StepLR")
     assert cfg.task.loss_reduction == "sum" and cfg.trainer.gradient_clip_val == 40
-    assert cfg.data._target_.endswith(".BabiDataModule") and cfg.callbacks.linear_start.epochs == 20
+    assert cfg.data.source._target_.endswith(".BabiFiles") and cfg.callbacks.linear_start.epochs == 20
     assert compose_cfg("experiment=memn2n_babi", "optimizer.lr=0.1").optimizer.lr == 0.1
 
 

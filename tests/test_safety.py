@@ -13,10 +13,10 @@ import torch
 from conftest import FAST, ROOT
 
 from attnmem.core.errors import UserError
-from attnmem.data import babi_download
+from attnmem.data.qa import babi_download
 from attnmem.runtime import checkpoint, run
 
-TINY = [*FAST, "data.num_train=60", "data.num_val=20", "data.num_test=20", "trainer.max_epochs=1"]
+TINY = [*FAST, "data.source.num_train=60", "data.source.num_val=20", "data.source.num_test=20", "trainer.max_epochs=1"]
 KEY = "secret-attnmem-test-0123456789abcdef0123"
 
 

@@ -18,7 +18,7 @@ from attnmem.core.errors import UserError
 from attnmem.runtime import distributed, hardware, run
 
 TRAINERS = sorted(p.stem for p in (CONF / "trainer").glob("*.yaml"))
-TINY = [*FAST, "data.num_train=256", "data.num_val=40", "data.num_test=40", "data.batch_size=32"]
+TINY = [*FAST, "data.source.num_train=256", "data.source.num_val=40", "data.source.num_test=40", "data.batch_size=32"]
 
 
 def _fake_gpus(monkeypatch, count: int, bf16: bool = True) -> None:

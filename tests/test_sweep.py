@@ -15,9 +15,9 @@ from hydra.core.global_hydra import GlobalHydra
 from attnmem.tools import sweep, sweep_report, sweep_spec
 
 TINY = {
-    "data.num_train": {"value": 100},
-    "data.num_val": {"value": 50},
-    "data.num_test": {"value": 50},
+    "data.source.num_train": {"value": 100},
+    "data.source.num_val": {"value": 50},
+    "data.source.num_test": {"value": 50},
     "data.batch_size": {"value": 50},
     "trainer.max_epochs": {"value": 2},
     "trainer.enable_progress_bar": {"value": False},
@@ -173,12 +173,12 @@ def test_random_draws_are_seeded_and_dry_run_prints_the_jobs(tmp_path, capsys):
     first, again = sweep_spec.random_points(spec, seed=3), sweep_spec.random_points(spec, seed=3)
     assert first == again and first != sweep_spec.random_points(spec, seed=4) and len(first) == 5
     assert all(1e-4 <= p["optimizer.lr"] <= 1e-1 and 8 <= p["model.embed_dim"] <= 64 for p in first)
-    sweep.main([str(ROOT / "sweeps" / "memn2n_hops.yaml"), "--dry-run", "data.num_train=10"])
+    sweep.main([str(ROOT / "sweeps" / "memn2n_hops.yaml"), "--dry-run", "data.source.num_train=10"])
     printed = capsys.readouterr().out.splitlines()
     assert printed[-1] == "27 jobs"
     assert (
         printed[0]
-        == "0: python train.py model=memn2n data.tasks=[1] model.hops=1 seed=0 trainer.max_epochs=20 data.num_train=10"
+        == "0: python train.py model=memn2n data.tasks=[1] model.hops=1 seed=0 trainer.max_epochs=20 data.source.num_train=10"
     )
 
 

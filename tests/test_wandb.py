@@ -18,9 +18,9 @@ TINY = [
     *FAST,
     "logger=wandb",
     "tags=[sweep,test]",
-    "data.num_train=100",
-    "data.num_val=50",
-    "data.num_test=50",
+    "data.source.num_train=100",
+    "data.source.num_val=50",
+    "data.source.num_test=50",
     "data.batch_size=50",
     "callbacks.plots.num_examples=1",
 ]

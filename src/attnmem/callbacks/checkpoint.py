@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from lightning.pytorch.callbacks import ModelCheckpoint
+
+from attnmem.core.atomic import replacing
 
 
 class AtomicModelCheckpoint(ModelCheckpoint):
@@ -20,11 +21,8 @@ class AtomicModelCheckpoint(ModelCheckpoint):
     """
 
     def _save_checkpoint(self, trainer: Any, filepath: str) -> None:
-        path = Path(filepath)
-        tmp = path.with_name(f".{path.name}.tmp")
-        super()._save_checkpoint(trainer, str(tmp))
-        if trainer.is_global_zero:
-            os.replace(tmp, path)
+        with replacing(Path(filepath)) as tmp:  # rank 0 writes; the others' temp names stay unwritten
+            super()._save_checkpoint(trainer, str(tmp))
         self._last_checkpoint_saved = filepath
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:

@@ -4,16 +4,33 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 
+@contextmanager
+def replacing(path: Path) -> Iterator[Path]:
+    """A temporary name beside `path` to write to; renamed onto `path` once the block ends without an error.
+
+    The name holds the process id, so processes writing the same file at once never share one. A block that
+    raises, or writes nothing (a process that leaves the writing to another), leaves `path` as it was.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        yield tmp
+        if tmp.exists():
+            os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def write_text(path: Path, text: str) -> None:
     """Write `text` to `path` through a temporary name in the same folder and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        tmp.write_text(text)
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

@@ -1,8 +1,7 @@
-"""Figures of a run: attention maps, learning curves; and the callback that writes them."""
+"""Figures of a run: attention maps, memory weightings, learning curves, energy and capacity curves."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -14,14 +13,14 @@ import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from torch import Tensor  # noqa: E402
 
+from attnmem.core.atomic import replacing  # noqa: E402
+
 
 def save(fig: Figure, path: Path) -> Path:
     """Write a figure as PNG under a temporary name, then rename, and close it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, dpi=110, bbox_inches="tight", format="png")
+    with replacing(path) as tmp:
+        fig.savefig(tmp, dpi=110, bbox_inches="tight", format="png")
     plt.close(fig)
-    os.replace(tmp, path)
     return path
 
 
@@ -111,6 +110,7 @@ def bit_errors_by_length(results: dict[str, dict[int, float]], train_max: int | 
         ax.plot(lengths, errors, marker="o", label=name)
     if train_max is not None:
         ax.axvline(train_max, color="grey", linestyle=":", label="longest in training")
+    ax.set_yscale("symlog", linthresh=1.0)  # 0 and a few hundred errors on one axis
     ax.set_xlabel("sequence length")
     ax.set_ylabel("bit errors per sequence")
     ax.grid(alpha=0.3)

@@ -3,6 +3,13 @@
 Both compare normalised text: lower case, punctuation removed, the articles a/an/the removed,
 white space collapsed. F1 is the harmonic mean of precision and recall of the shared tokens (a
 multiset intersection); a prediction's score is its best over all reference answers.
+
+Kept beside `torchmetrics.text.SQuAD`, which agrees on every case in tests/test_squad_metric.py but one:
+the span family scores each question as a fraction and adds it to its own epoch sums (one tensor update
+per batch, reduced across processes with the loss), and keeps each question's answer text for
+predictions.json; torchmetrics' class averages percentages over its own dict inputs and keeps its
+per-question functions private. Where they differ (two answers that both normalise to nothing), this
+follows the official v1.1 script: F1 0, where torchmetrics gives 100.
 """
 
 from __future__ import annotations

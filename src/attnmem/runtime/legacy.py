@@ -7,6 +7,8 @@ either fail deep inside Hydra or, worse, resume with a fresh vocabulary. docs/ar
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,6 +52,14 @@ def check_config(cfg: DictConfig, run_dir: Path) -> None:
             get_class(target)
         except (ImportError, AttributeError, InstantiationException, ValueError):
             raise UserError(f"{run_dir}: its config names {target}, which no longer exists: {HINT}") from None
+
+
+def check_manifest(run_dir: Path) -> None:
+    """Stop with one line when a run directory's manifest says an attnmem before 0.2 made it."""
+    path = run_dir / "manifest.json"
+    version = json.loads(path.read_text()).get("packages", {}).get("attnmem") if path.is_file() else None
+    if version and tuple(int(p) for p in re.findall(r"\d+", version)[:2]) < (0, 2):
+        raise UserError(f"{run_dir}: its manifest.json says attnmem {version}: {HINT}")
 
 
 def check_checkpoint(state: dict[str, Any], path: Path) -> None:

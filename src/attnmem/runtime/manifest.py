@@ -17,9 +17,10 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+import attnmem
 from attnmem.core.atomic import write_json
 
-PACKAGES = ("attnmem", "torch", "lightning", "torchmetrics", "hydra-core", "omegaconf", "numpy", "wandb")
+PACKAGES = ("torch", "lightning", "torchmetrics", "hydra-core", "omegaconf", "numpy", "wandb")
 
 
 def sha256(path: Path) -> str:
@@ -46,7 +47,8 @@ def git_state(cwd: Path) -> dict[str, Any]:
 
 
 def _versions() -> dict[str, str | None]:
-    found: dict[str, str | None] = {"python": platform.python_version()}
+    # attnmem's version from the code that runs: an editable install's metadata keeps the one it was installed at
+    found: dict[str, str | None] = {"python": platform.python_version(), "attnmem": attnmem.__version__}
     for name in PACKAGES:
         try:
             found[name] = metadata.version(name)

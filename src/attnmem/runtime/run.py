@@ -20,10 +20,11 @@ from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
 from lightning.pytorch.loggers import WandbLogger
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from attnmem.callbacks.predictions import PredictionsWriter
 from attnmem.core.atomic import write_json
 from attnmem.core.dims import Dims, kwargs
 from attnmem.core.errors import UserError
-from attnmem.runtime import checkpoint, console, distributed, hardware, manifest, wandb_run
+from attnmem.runtime import checkpoint, console, distributed, hardware, legacy, manifest, wandb_run
 
 # noise that says nothing about the run: per-step logging is off on purpose, and the rest is advice
 warnings.filterwarnings("ignore", message=".*smaller than the logging interval.*")
@@ -39,7 +40,7 @@ def setup(cfg: DictConfig) -> tuple[L.LightningDataModule, L.LightningModule, L.
     """Seed, then build the datamodule (set up), the family module around the model, and the trainer."""
     _set_threads(cfg.threads)
     L.seed_everything(cfg.seed, workers=True)
-    family = check_compatible(cfg)
+    check_compatible(cfg)
     task_cls = get_class(get_class(cfg.data._target_).family_module)
     with open_dict(cfg):
         cfg.monitor = cfg.monitor or task_cls.monitor
@@ -48,7 +49,7 @@ def setup(cfg: DictConfig) -> tuple[L.LightningDataModule, L.LightningModule, L.
     datamodule = instantiate(cfg.data)
     datamodule.prepare_data()
     datamodule.setup("fit")
-    net = build_model(cfg.model, cfg.attention, datamodule.dims, family)
+    net = build_model(cfg.model, cfg.attention, datamodule.dims)
     if (lr := cfg.optimizer.get("lr")) is not None and lr < 0:  # torch's own message does not name the option
         raise ValueError(f"optimizer.lr must be >= 0, got {lr}: pass a learning rate such as optimizer.lr=0.001")
     module = task_cls(
@@ -113,17 +114,20 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     if not run_cfg_path.is_file():
         raise UserError(f"ckpt_path={ckpt}: the run's config {run_cfg_path} is missing; was it made by train.py?")
     run_cfg = OmegaConf.load(run_cfg_path)
+    legacy.check_config(run_cfg, ckpt.parent.parent)
     run_cfg.data = OmegaConf.merge(run_cfg.data, cfg.data)
-    family = check_compatible(run_cfg)
+    check_compatible(run_cfg)
     datamodule = instantiate(run_cfg.data)
     state = checkpoint.load(ckpt)
+    legacy.check_checkpoint(state, ckpt)
     datamodule.load_state_dict(state.get(type(datamodule).__qualname__, {}))
     datamodule.prepare_data()
     datamodule.setup("test")
-    net = build_model(run_cfg.model, run_cfg.attention, datamodule.dims, family)
+    net = build_model(run_cfg.model, run_cfg.attention, datamodule.dims)
     task_cls = get_class(type(datamodule).family_module)
     module = task_cls(net, optimizer=instantiate(run_cfg.optimizer), dims=datamodule.dims, **run_cfg.task)
-    trainer = L.Trainer(**cfg.trainer, logger=False, enable_model_summary=False, enable_progress_bar=False)
+    trainer = L.Trainer(**cfg.trainer, logger=False, enable_model_summary=False, enable_progress_bar=False,
+                        callbacks=[PredictionsWriter(cfg.paths.output_dir)])
     metrics = _evaluate_best(trainer, module, datamodule, ckpt_path=str(ckpt))
     out_dir = Path(cfg.paths.output_dir)
     write_json(out_dir / "metrics.json", metrics)
@@ -146,13 +150,11 @@ def check_compatible(cfg: DictConfig) -> str:
     )
 
 
-def build_model(model_cfg: DictConfig, score_cfg: DictConfig, dims: Dims, family: str) -> torch.nn.Module:
-    """Call the model's partial with the data sizes its constructor takes, the score and the family."""
+def build_model(model_cfg: DictConfig, score_cfg: DictConfig, dims: Dims) -> torch.nn.Module:
+    """Call the model's partial with the data sizes its constructor takes and, if it takes one, the score."""
     model_cls = get_class(model_cfg._target_)
     params = inspect.signature(model_cls).parameters
     known = {k: v for k, v in kwargs(dims).items() if k in params}
-    if "family" in params:
-        known["family"] = family
     if "score" in params:
         known["score"] = instantiate(score_cfg)
     return instantiate(model_cfg)(**known)
@@ -198,11 +200,15 @@ def _resume_path(cfg: DictConfig, out_dir: Path) -> str | None:
         last = out_dir / "checkpoints" / "last.ckpt"
         if not last.is_file():
             raise UserError(f"no checkpoint to resume at {last}: pass hydra.run.dir=<the run to resume>")
+        legacy.check_manifest(out_dir)
+        legacy.check_checkpoint(checkpoint.load(last), last)
         return str(last)
     if cfg.ckpt_path is not None and not Path(cfg.ckpt_path).is_file():
         raise UserError(f"ckpt_path={cfg.ckpt_path}: no such checkpoint file")
     if cfg.ckpt_path is not None:
-        checkpoint.load(cfg.ckpt_path)  # a file that is not a checkpoint, or not a safe one, stops here in one line
+        # a file that is not a checkpoint, or not a safe one, stops here in one line; so does one of attnmem 0.1
+        legacy.check_manifest(Path(cfg.ckpt_path).resolve().parent.parent)
+        legacy.check_checkpoint(checkpoint.load(cfg.ckpt_path), Path(cfg.ckpt_path))
     return cfg.ckpt_path
 
 

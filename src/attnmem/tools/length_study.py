@@ -1,11 +1,14 @@
-"""Quality against source length for finished seq2seq runs: a table and the figure of Bahdanau et al. 2015, Fig. 2.
+"""Quality against sequence length for finished runs: a table and a figure.
 
     python -m attnmem.tools.length_study rnn=outputs/runs/length_study/rnn_reverse_long \\
         attn_rnn=outputs/runs/length_study/attn_rnn_reverse_long --out docs/figures/length_study.png \\
         --title "reverse, trained on source lengths 1-50"
+    python -m attnmem.tools.length_study ntm=<run> lstm=<run> --train-max 20 --out copy_bit_errors_by_length.png
 
-Reads each run's `metrics.json`: `test/len{a}-{b}/token_acc` (per source-length bucket of the main test
-set) and `test/len{L}/exact_match` (the extra test lengths).
+seq2seq runs (Bahdanau et al. 2015, Fig. 2): each `metrics.json`'s `test/len{a}-{b}/token_acc` (per
+source-length bucket of the main test set) and `test/len{L}/exact_match` (the extra test lengths).
+sequence runs (Graves et al. 2014, §4.1's generalisation to longer copies): `test/len{L}/bit_errors`, with
+the main test set's `test/bit_errors` drawn at `--train-max`, the longest training length.
 """
 
 from __future__ import annotations
@@ -20,14 +23,31 @@ from attnmem.evaluation import plots
 
 BUCKET = re.compile(r"^test/len(\d+-\d+)/token_acc$")
 LENGTH = re.compile(r"^test/len(\d+)/exact_match$")
+BIT_ERRORS = re.compile(r"^test/len(\d+)/bit_errors$")
 
 
-def read_run(run_dir: Path) -> tuple[dict[str, float], dict[int, float]]:
-    """Token accuracy per length bucket and exact match per extra test length of one finished run."""
+def read_metrics(run_dir: Path) -> dict[str, float]:
+    """A finished run's metrics.json."""
     path = run_dir / "metrics.json"
     if not path.is_file():
         raise UserError(f"{path}: no metrics.json (is the run finished?)")
-    metrics = json.loads(path.read_text())
+    return json.loads(path.read_text())
+
+
+def read_bit_errors(metrics: dict[str, float], train_max: int | None) -> dict[int, float] | None:
+    """Bit errors per sequence by test length of a sequence run (the main set at `train_max`), None for other runs."""
+    errors = {int(m[1]): v for k, v in metrics.items() if (m := BIT_ERRORS.match(k))}
+    if not errors:
+        return None
+    if train_max is not None and "test/bit_errors" in metrics:
+        errors[train_max] = metrics["test/bit_errors"]
+    return errors
+
+
+def read_run(run_dir: Path) -> tuple[dict[str, float], dict[int, float]]:
+    """Token accuracy per length bucket and exact match per extra test length of one finished seq2seq run."""
+    metrics = read_metrics(run_dir)
+    path = run_dir / "metrics.json"
     buckets = {m[1]: v for k, v in metrics.items() if (m := BUCKET.match(k))}
     longer = {int(m[1]): v for k, v in metrics.items() if (m := LENGTH.match(k))}
     if not buckets:
@@ -48,24 +68,39 @@ def table(buckets: dict[str, dict[str, float]], longer: dict[str, dict[int, floa
     return "\n".join(rows)
 
 
+def bit_error_table(errors: dict[str, dict[int, float]]) -> str:
+    """A Markdown table of bit errors per sequence: one row per test length, one column per run."""
+    names = sorted(errors)
+    rows = [f"| length | {' | '.join(names)} |", f"|---|{'---|' * len(names)}"]
+    for length in sorted({n for run in errors.values() for n in run}):
+        cells = [f"{errors[n][length]:.2f}" if length in errors[n] else "" for n in names]
+        rows.append(f"| {length} | {' | '.join(cells)} |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Print the table of `name=run_dir` runs and write the figure."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", help="name=run_dir of a finished seq2seq run")
     parser.add_argument("--out", type=Path, default=Path("length_study.png"))
     parser.add_argument("--title", default="")
+    parser.add_argument("--train-max", type=int, help="sequence runs: the longest training length")
     args = parser.parse_args(argv)
-    buckets, longer = {}, {}
-    for spec in args.runs:
-        name, sep, run_dir = spec.partition("=")
-        if not sep:
-            parser.error(f"{spec}: expected name=run_dir")
-        try:
-            buckets[name], longer[name] = read_run(Path(run_dir))
-        except UserError as err:
-            parser.error(str(err))  # one line, no traceback
-    print(table(buckets, longer))
-    fig = plots.accuracy_by_length(buckets, longer, title=args.title)
+    runs = dict(spec.partition("=")[::2] for spec in args.runs)
+    if bad := next((spec for spec in args.runs if "=" not in spec), None):
+        parser.error(f"{bad}: expected name=run_dir")
+    try:
+        errors = {name: read_bit_errors(read_metrics(Path(d)), args.train_max) for name, d in runs.items()}
+        if all(errors.values()):
+            print(bit_error_table(errors))
+            fig = plots.bit_errors_by_length(errors, args.train_max)
+        else:
+            read = {name: read_run(Path(run_dir)) for name, run_dir in runs.items()}
+            buckets, longer = {n: r[0] for n, r in read.items()}, {n: r[1] for n, r in read.items()}
+            print(table(buckets, longer))
+            fig = plots.accuracy_by_length(buckets, longer, title=args.title)
+    except UserError as err:
+        parser.error(str(err))  # one line, no traceback
     print(f"figure: {plots.save(fig, args.out)}")
 
 
