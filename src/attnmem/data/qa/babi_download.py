@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import tarfile
 import urllib.error
 import urllib.request
@@ -12,6 +11,7 @@ from pathlib import Path, PurePosixPath
 
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
+from attnmem.core.atomic import replacing
 from attnmem.core.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -146,14 +146,13 @@ def fetch(archive: Path, data_dir: Path) -> None:
 
 def _download(url: str, dest: Path) -> None:
     """Stream `url` to `dest` with a progress bar; the temp name keeps a broken download from looking whole."""
-    part = dest.with_name(dest.name + ".part")
     columns = ("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn())
-    with urllib.request.urlopen(url, timeout=30) as response, open(part, "wb") as out, Progress(*columns) as bar:
-        task = bar.add_task("bAbI v1.2", total=int(response.headers.get("Content-Length") or 0) or None)
-        while chunk := response.read(1 << 16):
-            out.write(chunk)
-            bar.update(task, advance=len(chunk))
-    os.replace(part, dest)
+    with replacing(dest) as part, urllib.request.urlopen(url, timeout=30) as response, open(part, "wb") as out:
+        with Progress(*columns) as bar:
+            task = bar.add_task("bAbI v1.2", total=int(response.headers.get("Content-Length") or 0) or None)
+            while chunk := response.read(1 << 16):
+                out.write(chunk)
+                bar.update(task, advance=len(chunk))
 
 
 def extract_babi(archive: Path, root: Path) -> list[Path]:
@@ -178,9 +177,7 @@ def extract_babi(archive: Path, root: Path) -> list[Path]:
     written = []
     for relative, data in verified.items():
         path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        part = path.with_name(path.name + ".part")
-        part.write_bytes(data)
-        os.replace(part, path)
+        with replacing(path) as part:
+            part.write_bytes(data)
         written.append(path)
     return written

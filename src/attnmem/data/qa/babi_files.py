@@ -18,6 +18,7 @@ from typing import ClassVar
 
 import torch
 
+from attnmem.core.atomic import replacing
 from attnmem.core.errors import UserError
 from attnmem.data.qa.babi_download import ensure_babi
 from attnmem.data.qa.babi_text import parse_babi
@@ -90,13 +91,11 @@ def _cache_dir(data_dir: Path) -> Path | None:
 
 def _save(qa: QAData, path: Path) -> None:
     """Write the tensors to the cache; a full disk costs the cache, not the run."""
-    part = path.with_name(f"{path.name}.{os.getpid()}.part")  # several ranks may write at once
     try:
-        torch.save({"vocab": qa.vocab, "answers": qa.answers, "splits": qa.splits}, part)
-        os.replace(part, path)
+        with replacing(path) as part:  # several ranks may write at once: each its own temp name
+            torch.save({"vocab": qa.vocab, "answers": qa.answers, "splits": qa.splits}, part)
     except OSError as error:
         log.warning("could not write the cache %s (%s)", path, error)
-        part.unlink(missing_ok=True)
 
 
 def _read(path: Path, task: int) -> list[Example]:
