@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -26,6 +27,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("gpu"):
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cache_in_a_temp_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """attnmem's cache ($ATTNMEM_CACHE) in a folder of this test session, never the user's ~/.cache."""
+    previous = os.environ.get("ATTNMEM_CACHE")
+    os.environ["ATTNMEM_CACHE"] = str(tmp_path_factory.mktemp("attnmem_cache"))
+    yield
+    if previous is None:
+        os.environ.pop("ATTNMEM_CACHE", None)
+    else:
+        os.environ["ATTNMEM_CACHE"] = previous
 
 
 # tiny, fast settings for tests that train: no progress bar, no early stop, csv logger only

@@ -34,7 +34,7 @@ QA1 = (
 )
 
 
-SOURCE_OPTIONS = {"val_fraction", "split_seed", "cache", "download"}
+SOURCE_OPTIONS = {"val_fraction", "split_seed", "cache", "cache_dir", "download"}
 
 
 def babi_module(data_dir: str, **options) -> QADataModule:
@@ -59,8 +59,9 @@ def write_babi(folder: Path, files: dict[str, str]) -> Path:
 
 @pytest.fixture(autouse=True)
 def home(tmp_path, monkeypatch) -> Path:
-    """Keep the fallback cache (~/.cache/attnmem) inside the test's folder."""
+    """Keep every cache ($ATTNMEM_CACHE, and ~/.cache/attnmem behind it) inside the test's folder."""
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ATTNMEM_CACHE", str(tmp_path / "cache"))
     return tmp_path / "home"
 
 
@@ -220,7 +221,8 @@ def test_checkpoint_vocabulary_is_kept_on_other_data(tmp_path):
 
 def test_cache_hit_returns_identical_tensors(tmp_path, monkeypatch):
     built = fixture_module(tmp_path, cache=True)
-    assert len(list((tmp_path / "en" / ".attnmem_cache").glob("babi-*.pt"))) == 1
+    assert len(list((tmp_path / "cache" / "babi").glob("babi-*.pt"))) == 1  # $ATTNMEM_CACHE, not beside the data
+    assert not (tmp_path / "en" / ".attnmem_cache").exists()
     def not_built(*args):
         raise AssertionError("the cache was not used")
 
@@ -234,7 +236,9 @@ def test_cache_hit_returns_identical_tensors(tmp_path, monkeypatch):
         babi_module(str(tmp_path / "en"), tasks=[1, 2], memory_size=5).setup()
 
 
-def test_read_only_data_dir_caches_under_home(tmp_path, home):
+def test_read_only_data_dir_caches_under_home(tmp_path, home, monkeypatch):
+    monkeypatch.delenv("ATTNMEM_CACHE")
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     folder = write_babi(tmp_path / "en", {"qa1_tiny_train.txt": QA1 * 5})
     folder.chmod(0o555)
     try:

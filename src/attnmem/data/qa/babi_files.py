@@ -1,25 +1,22 @@
 """The real bAbI v1.2 files (Weston et al. 2015, arXiv:1502.05698) as a qa source: reader, split and cache.
 
 `BabiFiles` reads `qa{N}_*_{train,test}.txt` from `data_dir` (downloading them when asked, `babi_download`),
-splits validation off the training stories and caches the tensors keyed by the files' sha256.
+splits validation off the training stories and caches the tensors keyed by the files' sha256 (`babi_cache`,
+in attnmem's cache folder: nothing is ever written beside the data).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import io
 import logging
-import os
-import pickle
 import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
-import torch
-
-from attnmem.core.atomic import replacing
 from attnmem.core.errors import UserError
+from attnmem.core.text import read_utf8
+from attnmem.data.qa.babi_cache import load_cached, save_cached, tensor_path
 from attnmem.data.qa.babi_download import ensure_babi
 from attnmem.data.qa.babi_text import parse_babi
 from attnmem.data.qa.tensors import Example, QAData
@@ -29,7 +26,6 @@ __all__ = ["ALL_TASKS", "BabiFiles", "find_task_files", "split_stories"]
 log = logging.getLogger(__name__)
 
 ALL_TASKS = list(range(1, 21))
-_CACHE_VERSION = 2  # bump when the tensors or vocabularies change shape or content
 
 
 def split_stories(examples: Sequence[Example], val_fraction: float, seed: int) -> tuple[list[int], list[int]]:
@@ -72,36 +68,16 @@ def find_task_files(data_dir: Path, tasks: list[int]) -> tuple[dict[int, Path], 
     return found["train"], found["test"]
 
 
-def _cache_dir(data_dir: Path) -> Path | None:
-    """`data_dir/.attnmem_cache` if writable, else `~/.cache/attnmem/babi`, else None (no cache)."""
-    for folder in (data_dir / ".attnmem_cache", Path.home() / ".cache" / "attnmem" / "babi"):
-        # Mode bits without any write permission mark a folder read-only even for root, who could write anyway.
-        if folder.parent.exists() and not folder.parent.stat().st_mode & 0o222:
-            continue
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            probe = folder / f".probe-{os.getpid()}"
-            probe.touch()
-            probe.unlink()
-            return folder
-        except OSError:
-            continue
-    return None
-
-
-def _save(qa: QAData, path: Path) -> None:
-    """Write the tensors to the cache; a full disk costs the cache, not the run."""
-    try:
-        with replacing(path) as part:  # several ranks may write at once: each its own temp name
-            torch.save({"vocab": qa.vocab, "answers": qa.answers, "splits": qa.splits}, part)
-    except OSError as error:
-        log.warning("could not write the cache %s (%s)", path, error)
-
-
 def _read(path: Path, task: int) -> list[Example]:
-    """Parse one bAbI file."""
-    with open(path, encoding="utf-8") as lines:
-        return parse_babi(lines, str(path), task)
+    """Parse one bAbI file: UTF-8 text with at least one question, or one line naming the file and where."""
+    text = read_utf8(path, "bAbI files")
+    if not text.strip():
+        raise UserError(f"{path}: the file is empty (a bAbI file holds stories of 'ID text' lines and questions)")
+    examples = parse_babi(io.StringIO(text, newline=None), str(path), task)
+    if not examples:
+        raise UserError(f"{path}: no question in the file (a question line is "
+                        "'ID question?<TAB>answer<TAB>supporting ids')")
+    return examples
 
 
 class BabiFiles:
@@ -110,18 +86,20 @@ class BabiFiles:
     Validation is a seeded `val_fraction` of each task's training stories (equal stories kept on one side);
     test is the `*_test.txt` files when every task has one. The vocabularies come from the training files
     (validation stories included, so validation has no unknown answer; test words unseen there are <unk>).
-    With `cache`, the tensors are saved in `data_dir/.attnmem_cache/`, or in `~/.cache/attnmem/babi/` when
-    `data_dir` is read-only, keyed by the files' sha256 and the options that shape them.
+    With `cache`, the tensors are saved under `cache_dir` (null: `$ATTNMEM_CACHE`, else `$XDG_CACHE_HOME/attnmem`,
+    else `~/.cache/attnmem`) in `babi/`, keyed by the files' sha256 and the options that shape them;
+    `data_dir` is only read.
     """
 
     supported_tasks: ClassVar[list[int]] = ALL_TASKS
 
     def __init__(self, *, data_dir: str, val_fraction: float = 0.1, split_seed: int = 0, cache: bool = True,
-                 download: bool = False) -> None:
+                 cache_dir: str | None = None, download: bool = False) -> None:
         if not 0 < val_fraction < 1:
             raise ValueError(f"data.source.val_fraction must be in (0, 1), got {val_fraction}")
         self.data_dir = Path(data_dir).expanduser()
         self.val_fraction, self.split_seed, self.cache, self.download = val_fraction, split_seed, cache, download
+        self.cache_dir = cache_dir
         self.data_files: list[Path] = []
 
     def prepare(self) -> None:
@@ -143,21 +121,15 @@ class BabiFiles:
 
     def _cached(self, train: dict[int, Path], test: dict[int, Path], tasks: list[int], memory_size: int) -> QAData:
         """Load the tensors from the cache, or build and save them there."""
-        key = json.dumps({"version": _CACHE_VERSION,
-                          "files": [[p.name, hashlib.sha256(p.read_bytes()).hexdigest()] for p in self.data_files],
-                          "tasks": tasks, "memory_size": memory_size,
-                          "val_fraction": self.val_fraction, "split_seed": self.split_seed})
-        folder = _cache_dir(self.data_dir)
-        path = folder / f"babi-{hashlib.sha256(key.encode()).hexdigest()[:16]}.pt" if folder else None
-        if path is not None and path.exists():
-            try:
-                return QAData(**torch.load(path, weights_only=True))
-            # an unreadable cache is rebuilt, never fatal
-            except (OSError, RuntimeError, EOFError, TypeError, pickle.UnpicklingError) as error:
-                log.warning("ignoring unreadable cache %s (%s)", path, error)
+        options = {"tasks": tasks, "memory_size": memory_size, "val_fraction": self.val_fraction,
+                   "split_seed": self.split_seed}
+        path = tensor_path(self.data_files, options, self.cache_dir)
+        cached = load_cached(path) if path is not None else None
+        if cached is not None:
+            return cached
         qa = self._build(train, test, memory_size)
         if path is not None:
-            _save(qa, path)
+            save_cached(qa, path)
         return qa
 
     def _build(self, train: dict[int, Path], test: dict[int, Path], memory_size: int) -> QAData:
@@ -165,7 +137,18 @@ class BabiFiles:
         examples = [ex for task, path in train.items() for ex in _read(path, task)]
         train_ids, val_ids = split_stories(examples, self.val_fraction, self.split_seed)
         splits = {"train": [examples[i] for i in train_ids], "val": [examples[i] for i in val_ids]}
+        self._check_split(splits, len({(ex.task, ex.story_id) for ex in examples}))
         tests = [ex for task, path in test.items() for ex in _read(path, task)]
         if tests:
             splits["test"] = tests
         return QAData.from_examples(splits, examples, memory_size=memory_size)
+
+    def _check_split(self, splits: dict[str, list[Example]], stories: int) -> None:
+        """One line when the training stories leave no training or no validation question."""
+        where = f"{self.data_dir} ({stories} training stor{'y' if stories == 1 else 'ies'})"
+        if not splits["train"]:
+            raise UserError(f"{where}: no training question left, data.source.val_fraction={self.val_fraction} "
+                            "took every story (equal stories stay on one side): lower it or add other stories")
+        if not splits["val"]:
+            raise UserError(f"{where}: no validation question, one story per task cannot be split: "
+                            "add stories to the training files")

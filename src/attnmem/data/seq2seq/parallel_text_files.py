@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from attnmem.core.errors import UserError
+from attnmem.core.text import read_utf8
 from attnmem.data.seq2seq.tensors import SPECIALS, TextPair, Vocab
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ def read_pairs(path: Path, tokens: str) -> list[TextPair]:
     if not path.is_file():
         raise UserError(f"{path}: no such file (data.source.*_file)")
     pairs, empty = [], 0
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(read_utf8(path, "parallel text files").splitlines(), 1):
         if not line.strip():
             empty += 1
             continue

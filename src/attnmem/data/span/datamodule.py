@@ -14,6 +14,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader
 
 from attnmem.core.dims import SpanDims
+from attnmem.core.errors import UserError
 from attnmem.data.span.tensors import SpanData, SpanExample, SpanRecord, build_examples, build_vocab
 
 
@@ -78,10 +79,25 @@ class SpanDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self._data is not None:
             return
-        examples = {split: build_examples(r, split=split, **self.sizes) for split, r in self.source.splits().items()}
+        records = self.source.splits()
+        examples = {split: build_examples(r, split=split, **self.sizes) for split, r in records.items()}
+        for split, kept in examples.items():
+            if not kept:
+                raise UserError(self._empty(split, len(records[split])))
         data = SpanData(build_vocab(examples["train"], self.min_count), examples)
         self._data = data.adopt(self._state) if self._state is not None else data
         self._embedding_weight = self.source.embedding_weight(self._data.vocab)
+
+    def _empty(self, split: str, read: int) -> str:
+        """The line for a split left without a question: where its questions came from, and why none is left."""
+        files = ", ".join(map(str, self.data_files)) or "data.source"
+        if read == 0:
+            return f"the {split} split has no question ({files}): its articles hold no answerable question"
+        return (
+            f"the {split} split has no usable question ({files}): all {read} skipped, their answers lie past "
+            f"data.max_context_len={self.sizes['max_context_len']} tokens or not on token edges; "
+            "raise data.max_context_len or check the answers"
+        )
 
     @property
     def data(self) -> SpanData:

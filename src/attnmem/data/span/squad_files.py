@@ -1,7 +1,9 @@
 """SQuAD (Rajpurkar et al. 2016, arXiv:1606.05250) read from the official JSON files, v1.1 or v2.0.
 
 Schema: `{"data": [{"title", "paragraphs": [{"context", "qas": [{"id", "question", "answers":
-[{"text", "answer_start"}]}]}]}]}`. v2.0's unanswerable questions are skipped with a count.
+[{"text", "answer_start"}]}]}]}]}`. v2.0's unanswerable questions are skipped with a count; an answer
+whose `text` is not at its `answer_start` is moved to the nearest occurrence of the text in its context, or
+skipped when there is none, each kind counted in one warning naming the first one's JSON path.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import json
 import logging
 import random
+import re
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +20,7 @@ from typing import Any
 from torch import Tensor
 
 from attnmem.core.errors import UserError
+from attnmem.core.text import read_utf8
 from attnmem.data.span.glove import read_embeddings
 from attnmem.data.span.tensors import SpanRecord
 
@@ -31,47 +36,91 @@ def _field(obj: Any, key: str, where: str, source: Path) -> Any:
     return obj[key]
 
 
-def read_squad(path: Path) -> list[Article]:
-    """Every answerable question of a SQuAD file, grouped by article; skipped questions are counted."""
+def _load_json(path: Path) -> Any:
+    """The JSON of a SQuAD file, or one line naming the file and where it is not UTF-8 JSON."""
+    text = read_utf8(path, "SQuAD files (JSON)")
+    if not text.strip():
+        raise UserError(f'{path}: the file is empty (a SQuAD file is JSON: {{"data": [articles]}})')
     try:
-        root = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(text)
     except json.JSONDecodeError as err:
         raise UserError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
-    skipped = {"unanswerable": 0, "bad_start": 0}
-    first_bad = None
+
+
+def find_answer(context: str, text: Any, start: Any) -> tuple[str, int]:
+    """How and where `text` lies in `context`: ("exact", start), ("moved", nearest occurrence), or (why, -1).
+
+    Like the official preprocessing, an answer whose text is not at its `answer_start` is moved to the exact
+    occurrence nearest it; "bad_start" (an `answer_start` that is no index of the context: the answer may
+    belong to another paragraph) and "missing" (a text absent from the context, or blank) cannot be aligned.
+    """
+    if not isinstance(start, int) or isinstance(start, bool) or not 0 <= start <= len(context):
+        return "bad_start", -1
+    if not isinstance(text, str) or not text.strip():
+        return "missing", -1
+    if context[start : start + len(text)] == text:
+        return "exact", start
+    found = [m.start() for m in re.finditer(f"(?={re.escape(text)})", context)]
+    if not found:
+        return "missing", -1
+    return "moved", min(found, key=lambda at: (abs(at - start), at))
+
+
+_SKIPPED = {
+    "bad_start": "answer(s) with answer_start beyond the context skipped",
+    "missing": "answer(s) whose text is not in the context skipped",
+    "moved": "answer(s) whose text is not at answer_start moved to its nearest occurrence in the context",
+    "unanswerable": "unanswerable question(s) skipped",
+}
+
+
+def _answers(qa: Any, context: str, at: str, path: Path, counts: Counter[str], first: dict[str, str]) -> list:
+    """The (text, start) answers of one question that lie in `context`, the others counted by kind."""
+    answers = []
+    for n, answer in enumerate(_field(qa, "answers", at, path)):
+        text = _field(answer, "text", f"{at}.answers[{n}]", path)
+        kind, start = find_answer(context, text, _field(answer, "answer_start", f"{at}.answers[{n}]", path))
+        if kind != "exact":
+            counts[kind] += 1
+            first.setdefault(kind, f"{at}.answers[{n}]")
+        if start >= 0:
+            answers.append((text, start))
+    return answers
+
+
+def read_squad(path: Path) -> list[Article]:
+    """Every answerable question of a SQuAD file, grouped by article; moved and skipped answers are counted."""
+    root = _load_json(path)
+    counts: Counter[str] = Counter()
+    first: dict[str, str] = {}
     articles = []
     for a, article in enumerate(_field(root, "data", "", path)):
         records = []
         for p, paragraph in enumerate(_field(article, "paragraphs", f"data[{a}]", path)):
             where = f"data[{a}].paragraphs[{p}]"
             context = _field(paragraph, "context", where, path)
+            if not isinstance(context, str):
+                raise UserError(f"{path}: {where}.context is {type(context).__name__}, not text")
             for q, qa in enumerate(_field(paragraph, "qas", where, path)):
                 at = f"{where}.qas[{q}]"
-                answers = []
-                for n, answer in enumerate(_field(qa, "answers", at, path)):
-                    text = _field(answer, "text", f"{at}.answers[{n}]", path)
-                    start = _field(answer, "answer_start", f"{at}.answers[{n}]", path)
-                    if not isinstance(start, int) or start < 0 or start + len(text) > len(context):
-                        skipped["bad_start"] += 1
-                        first_bad = first_bad or f"{at}.answers[{n}]"
-                        continue
-                    answers.append((text, start))
+                counts["questions"] += 1
+                answers = _answers(qa, context, at, path, counts, first)
                 qid, question = _field(qa, "id", at, path), _field(qa, "question", at, path)
                 if not answers:
-                    # a question whose answers all had a bad start is counted with those
-                    skipped["unanswerable"] += qa.get("is_impossible", False) or not qa["answers"]
+                    # a question whose answers all were skipped is counted with those
+                    counts["unanswerable"] += qa.get("is_impossible", False) or not qa["answers"]
                     continue
                 records.append(SpanRecord(str(qid), context, question, tuple(answers)))
         articles.append(records)
-    if skipped["bad_start"]:
-        log.warning(
-            "%s: %d answer(s) with answer_start beyond the context skipped (first: %s)",
-            path,
-            skipped["bad_start"],
-            first_bad,
+    for kind, why in _SKIPPED.items():
+        if counts[kind]:
+            log.warning("%s: %d %s%s", path, counts[kind], why, f" (first: {first[kind]})" if kind in first else "")
+    if not any(articles):
+        raise UserError(
+            f"{path}: no usable question ({counts['questions']} read: {counts['unanswerable']} "
+            f"unanswerable, {counts['bad_start'] + counts['missing']} answer(s) not in their context): "
+            "a SQuAD file needs answerable questions whose answer text is in their context"
         )
-    if skipped["unanswerable"]:
-        log.warning("%s: %d unanswerable question(s) skipped", path, skipped["unanswerable"])
     return articles
 
 
