@@ -62,12 +62,14 @@ def test_same_config_and_seed_give_identical_metrics(compose_cfg, tmp_path):
 def test_resumed_memn2n_ends_where_an_unbroken_run_ends(compose_cfg, tmp_path):
     straight = _train(compose_cfg, tmp_path / "straight", *MEMN2N, "trainer.max_epochs=4")
     _train(compose_cfg, tmp_path / "broken", *MEMN2N, "trainer.max_epochs=2")
+    (tmp_path / "broken" / "metrics.json").unlink()  # stopped after epoch 2: a finished run would be read-only
     ckpt = torch.load(tmp_path / "broken" / "checkpoints" / "last.ckpt", weights_only=False)
     assert {"torch", "numpy", "python", "datamodule"} <= set(ckpt["rng_states"])
     resumed = _train(compose_cfg, tmp_path / "broken", *MEMN2N, "trainer.max_epochs=4", "ckpt_path=last")
     assert resumed == straight
     # without the saved random states the resumed run shuffles differently: the test can tell
     _train(compose_cfg, tmp_path / "plain", *MEMN2N, "trainer.max_epochs=2", "~callbacks.rng_state")
+    (tmp_path / "plain" / "metrics.json").unlink()
     plain = _train(
         compose_cfg, tmp_path / "plain", *MEMN2N, "trainer.max_epochs=4", "resume=auto", "~callbacks.rng_state"
     )
@@ -77,6 +79,7 @@ def test_resumed_memn2n_ends_where_an_unbroken_run_ends(compose_cfg, tmp_path):
 def test_resumed_ntm_on_copy_ends_where_an_unbroken_run_ends(compose_cfg, tmp_path):
     straight = _train(compose_cfg, tmp_path / "straight", *NTM, "trainer.max_epochs=3")
     _train(compose_cfg, tmp_path / "broken", *NTM, "trainer.max_epochs=1")
+    (tmp_path / "broken" / "metrics.json").unlink()
     assert _train(compose_cfg, tmp_path / "broken", *NTM, "trainer.max_epochs=3", "resume=auto") == straight
 
 

@@ -70,6 +70,7 @@ def test_resume_continues_the_same_wandb_run(compose_cfg, tmp_path, seen):
     first = seen["runs"][0]["id"]
     ckpt = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=False)
     assert ckpt["wandb_run_id"] == first
+    (tmp_path / "run" / "metrics.json").unlink()  # stopped before its end: a finished run would be read-only
     run.train(compose_cfg(*TINY, "trainer.max_epochs=2", "resume=auto"))
     assert seen["runs"][1]["id"] == first
     assert seen["runs"][1]["summary"]["epoch"] == 2

@@ -16,15 +16,17 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.errors import InstantiationException
 from hydra.utils import get_class
 from hydra.utils import instantiate as hydra_instantiate
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.callbacks import ModelCheckpoint, ProgressBar
 from lightning.pytorch.loggers import WandbLogger
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from attnmem.callbacks.monitor_check import MonitorCheck
 from attnmem.callbacks.predictions import PredictionsWriter
 from attnmem.core.atomic import write_json
 from attnmem.core.dims import Dims, kwargs
 from attnmem.core.errors import UserError
-from attnmem.runtime import checkpoint, console, distributed, hardware, legacy, manifest, wandb_run
+from attnmem.runtime import checkpoint, console, distributed, hardware, legacy, manifest, run_dir_guard, wandb_run
 
 # noise that says nothing about the run: per-step logging is off on purpose, and the rest is advice
 warnings.filterwarnings("ignore", message=".*smaller than the logging interval.*")
@@ -64,6 +66,7 @@ def setup(cfg: DictConfig) -> tuple[L.LightningDataModule, L.LightningModule, L.
     callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
     if not cfg.trainer.get("enable_progress_bar", True):
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
+    callbacks.insert(0, MonitorCheck(cfg.monitor, get_class(cfg.data._target_).family, task_cls.monitor))
     trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
     distributed.check_trainable(module, trainer.world_size)
     distributed.split_batch(datamodule, trainer.world_size)
@@ -73,6 +76,7 @@ def setup(cfg: DictConfig) -> tuple[L.LightningDataModule, L.LightningModule, L.
 def train(cfg: DictConfig) -> float | None:
     """Train and test the configured model; write metrics.json; return the monitored metric."""
     out_dir = Path(cfg.paths.output_dir)
+    _check_max_epochs(cfg.trainer)
     ckpt_path = _resume_path(cfg, out_dir)
     checkpoint.allow_checkpoint_globals()
     wandb_run.continue_run(cfg, ckpt_path)
@@ -84,7 +88,7 @@ def train(cfg: DictConfig) -> float | None:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
     try:
         start = time.perf_counter()
-        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+        _fit(trainer, module, datamodule, ckpt_path)
         train_seconds = time.perf_counter() - start
         metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("train/")}
         metrics |= _evaluate_best(trainer, module, datamodule)
@@ -102,6 +106,16 @@ def train(cfg: DictConfig) -> float | None:
         plots = [p for c in trainer.callbacks for p in getattr(c, "written", [])]
         console.print_summary(metrics, out_dir, plots, steps_per_second=trainer.global_step / train_seconds)
     return metrics.get(cfg.monitor)
+
+
+def _fit(trainer: L.Trainer, module: L.LightningModule, datamodule: Any, ckpt_path: str | None) -> None:
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+    except (MisconfigurationException, RuntimeError) as err:  # checkpointing or early stopping missed the monitor
+        check = next(c for c in trainer.callbacks if isinstance(c, MonitorCheck))
+        if (refusal := check.refusal(err, trainer)) is None:
+            raise
+        raise refusal from None
 
 
 def evaluate(cfg: DictConfig) -> dict[str, float]:
@@ -189,13 +203,9 @@ def instantiate(config: Any, *args: Any, **kwargs: Any) -> Any:
 def _resume_path(cfg: DictConfig, out_dir: Path) -> str | None:
     if cfg.resume not in (None, "auto"):
         raise UserError(f"resume={cfg.resume}: the only value is 'auto' (resume this run directory's last checkpoint)")
+    run_dir_guard.check_run_dir(out_dir, cfg)  # as Hydra's RunDirGuard did, for a config composed without it
     if cfg.resume is None and cfg.ckpt_path is None and (requeued := distributed.requeued_checkpoint(out_dir)):
         return str(requeued)
-    if (out_dir / "metrics.json").is_file() and cfg.resume != "auto" and cfg.ckpt_path != "last":
-        raise UserError(
-            f"hydra.run.dir={out_dir} holds a finished run (metrics.json): pass a new hydra.run.dir, "
-            "or resume=auto to continue this run"
-        )
     if cfg.resume == "auto" or cfg.ckpt_path == "last":
         last = out_dir / "checkpoints" / "last.ckpt"
         if not last.is_file():
@@ -221,6 +231,16 @@ def _group_classes(group: str) -> dict[str, type]:
         if target:
             found[name] = get_class(target)
     return found
+
+
+def _check_max_epochs(trainer_cfg: DictConfig) -> None:
+    # Lightning takes max_epochs=0 and reports the untrained model as a finished run
+    epochs = trainer_cfg.get("max_epochs")
+    if isinstance(epochs, int) and epochs < 1 and epochs != -1 and not trainer_cfg.get("fast_dev_run"):
+        raise UserError(
+            f"trainer.max_epochs={epochs} trains nothing: pass trainer.max_epochs=1 or more "
+            "(or -1 for no limit, with trainer.max_steps)"
+        )
 
 
 def _set_threads(threads: int) -> None:

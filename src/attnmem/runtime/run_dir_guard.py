@@ -1,0 +1,90 @@
+"""Run directories that a command cannot damage: refused before Hydra writes anything into them.
+
+Hydra creates the run directory and saves `.hydra/config.yaml` before the task runs (and before a job's
+`on_job_start`), so a finished run handed to `train.py` had its config rewritten even when the run itself
+was then refused. `RunDirGuard` (`hydra.callbacks` in conf/hydra/default.yaml) checks in `on_run_start`
+and, for `-m`, in `on_multirun_start`, which come before any directory is made. `attnmem.runtime.run`
+makes the same checks for configs composed without Hydra's command line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from attnmem.core.errors import UserError
+from attnmem.runtime import legacy
+
+__all__ = ["RunDirGuard", "check_run_dir", "finished"]
+
+
+class RunDirGuard(Callback):
+    """Hydra callback: stop with one `error:` line (exit 1) when the run or sweep directory cannot take this run."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Check `hydra.run.dir` before Hydra creates it or saves the config there."""
+        HydraConfig.instance().set_config(config)  # as Hydra's run_job does next: `${hydra:...}` in the path resolves
+        _refuse_on(lambda: check_run_dir(Path(str(config.hydra.run.dir)), config))
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Check `hydra.sweep.dir`, and every run below it, before the sweep's first job."""
+        HydraConfig.instance().set_config(config)
+        _refuse_on(lambda: check_sweep_dir(Path(str(config.hydra.sweep.dir))))
+
+
+def finished(run_dir: Path) -> bool:
+    """Whether `run_dir` holds a finished run (its metrics.json)."""
+    return (run_dir / "metrics.json").is_file()
+
+
+def check_run_dir(run_dir: Path, cfg: DictConfig) -> None:
+    """Stop with one line when `run_dir` is a file, a finished run, or a resume that cannot be (train.yaml's keys)."""
+    _check_not_a_file(run_dir, "hydra.run.dir")
+    training = "resume" in cfg
+    resuming = training and (cfg.get("resume") == "auto" or cfg.get("ckpt_path") == "last")
+    if finished(run_dir):
+        if resuming:
+            legacy.check_manifest(run_dir)  # a run of attnmem 0.1 says so first
+        raise UserError(
+            f"hydra.run.dir={run_dir} holds a finished run (metrics.json), and a finished run is read-only: "
+            f"to evaluate it, python eval.py ckpt_path={run_dir}/checkpoints/last.ckpt; for a new run, pass a "
+            "new hydra.run.dir; resume=auto continues only an unfinished run"
+        )
+    if resuming and OmegaConf.select(cfg, "trainer.fast_dev_run"):
+        how = "resume=auto" if cfg.get("resume") == "auto" else "ckpt_path=last"
+        raise UserError(
+            f"{how} with debug=fdr (trainer.fast_dev_run): a fast dev run saves no checkpoint and resumes none; "
+            f"drop debug=fdr to resume this run, or drop {how} for a one-batch check in a new hydra.run.dir"
+        )
+
+
+def check_sweep_dir(sweep_dir: Path) -> None:
+    """Stop with one line when `sweep_dir` is a file or holds a finished run that a job could overwrite."""
+    _check_not_a_file(sweep_dir, "hydra.sweep.dir")
+    done = sorted(p.parent for p in sweep_dir.rglob("metrics.json")) if sweep_dir.is_dir() else []
+    if done:
+        more = f" and {len(done) - 1} more" if len(done) > 1 else ""
+        raise UserError(
+            f"hydra.sweep.dir={sweep_dir} holds a finished run ({done[0]}{more}), and a finished run is "
+            "read-only: pass a new hydra.sweep.dir (or leave it out for a fresh one)"
+        )
+
+
+def _check_not_a_file(path: Path, option: str) -> None:
+    blocker = next((p for p in (path, *path.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        where = "is a file" if blocker == path else f"lies under {blocker}, a file"
+        raise UserError(f"{option}={path} {where}, not a directory: pass {option}=<a new directory>")
+
+
+def _refuse_on(check: Callable[[], None]) -> None:
+    # Hydra turns an exception raised by a callback into a warning and goes on: only SystemExit stops it
+    try:
+        check()
+    except UserError as err:
+        raise SystemExit(f"error: {err}") from None

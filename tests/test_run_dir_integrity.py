@@ -1,0 +1,170 @@
+"""A run directory is read-only once finished: a refused command leaves every byte of it as it was.
+
+Also the refusals that come with it (docs/errors.md): a run directory that is a file, a fast dev run asked to
+resume, `trainer.max_epochs=0`, and a `monitor` the family does not log. One case runs `train.py` in a
+subprocess (Hydra itself writes into a run directory before the task runs); the rest run in-process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import CONF, FAST, ROOT
+from hydra import compose, initialize_config_dir
+from hydra._internal.callbacks import Callbacks
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from attnmem.core.errors import UserError
+from attnmem.runtime import run
+
+TINY = [*FAST, "data.source.num_train=60", "data.source.num_val=20", "data.source.num_test=20", "trainer.max_epochs=1"]
+READ_ONLY = (
+    "a finished run is read-only",
+    "python eval.py ckpt_path=",
+    "new hydra.run.dir",
+    "resume=auto continues only",
+)
+
+
+def _one_line(message: str, *fragments: str) -> None:
+    assert "\n" not in message.strip(), message
+    for fragment in fragments:
+        assert fragment in message, (fragment, message)
+
+
+def _digest(run_dir: Path, skip: str | None = None) -> dict[str, str]:
+    """sha256 of every file under `run_dir` (but those under a folder named `skip`), by relative path."""
+    return {
+        str(p.relative_to(run_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(run_dir.rglob("*"))
+        if p.is_file() and (skip is None or skip not in p.relative_to(run_dir).parts)
+    }
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One finished run (trained once for the module); tests work on copies of it."""
+    out = tmp_path_factory.mktemp("finished") / "run"
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("train", overrides=TINY, return_hydra_config=True)
+        with open_dict(cfg):
+            cfg.hydra.runtime.output_dir = str(out)
+            cfg.hydra.job.num = 0
+        HydraConfig.instance().set_config(cfg)
+        job_cfg = cfg.copy()
+        with open_dict(job_cfg):
+            del job_cfg["hydra"]
+        (out / ".hydra").mkdir(parents=True)
+        OmegaConf.save(job_cfg, out / ".hydra" / "config.yaml")
+        run.train(job_cfg)
+    GlobalHydra.instance().clear()
+    yield out
+
+
+@pytest.fixture
+def done(finished_run: Path, tmp_path: Path) -> Path:
+    """A copy of the finished run, in this test's tmp_path."""
+    return Path(shutil.copytree(finished_run, tmp_path / "done"))
+
+
+def _hydra_cfg(*overrides: str) -> DictConfig:
+    """train.yaml composed with its `hydra` node, as Hydra's callbacks receive it (Hydra initialised by compose_cfg)."""
+    return compose("train", overrides=list(overrides), return_hydra_config=True)
+
+
+def _guard_refuses(hook: str, cfg: DictConfig) -> str:
+    """Call `hook` of the callbacks in `hydra.callbacks`, as Hydra does; it must exit with one `error:` line."""
+    with pytest.raises(SystemExit) as stop:
+        getattr(Callbacks(cfg), hook)(config=cfg, config_name="train")
+    line = str(stop.value.code)
+    assert line.startswith("error: "), line
+    _one_line(line)
+    return line
+
+
+@pytest.mark.slow  # a subprocess: ~9 s
+def test_cli_a_refused_command_leaves_a_finished_run_byte_identical(done: Path):
+    before = _digest(done)
+    refused = subprocess.run(
+        [sys.executable, "train.py", f"hydra.run.dir={done}", "model.hops=1", "trainer.enable_progress_bar=false"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode == 1, refused.stderr[-2000:]
+    assert _digest(done) == before  # .hydra/config.yaml too: Hydra saved nothing
+    assert "Traceback" not in refused.stderr, refused.stderr[-2000:]
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, refused.stderr[-2000:]
+    _one_line(errors[0], f"hydra.run.dir={done} holds a finished run", *READ_ONLY)
+
+
+@pytest.mark.parametrize("resume", ["resume=auto", "ckpt_path=last"])
+def test_resuming_a_finished_run_is_refused_before_anything_is_written(compose_cfg, done: Path, resume: str):
+    before = _digest(done)
+    line = _guard_refuses("on_run_start", _hydra_cfg(*TINY, resume, f"hydra.run.dir={done}"))
+    _one_line(line, f"hydra.run.dir={done} holds a finished run", f"ckpt_path={done}/checkpoints/last.ckpt", *READ_ONLY)
+    assert _digest(done) == before
+    # a config composed without Hydra's command line is refused by run.train as well, metrics and history kept
+    with pytest.raises(UserError) as err:
+        run.train(compose_cfg(*TINY, resume, run_dir=done))
+    _one_line(str(err.value), f"hydra.run.dir={done} holds a finished run", *READ_ONLY)
+    assert _digest(done, skip=".hydra") == {k: v for k, v in before.items() if not k.startswith(".hydra")}
+
+
+def test_a_sweep_into_a_directory_holding_a_finished_run_is_refused(compose_cfg, done: Path):
+    before = _digest(done)
+    line = _guard_refuses("on_multirun_start", _hydra_cfg(*TINY, f"hydra.sweep.dir={done.parent}"))
+    _one_line(line, f"hydra.sweep.dir={done.parent} holds a finished run ({done})", "new hydra.sweep.dir")
+    assert _digest(done) == before
+
+
+@pytest.mark.parametrize("where", ["file", "under a file"])
+def test_a_run_directory_that_is_a_file_is_one_line(compose_cfg, tmp_path: Path, where: str):
+    (tmp_path / "notes.txt").write_text("mine")
+    run_dir = tmp_path / "notes.txt" if where == "file" else tmp_path / "notes.txt" / "run"
+    line = _guard_refuses("on_run_start", _hydra_cfg(*TINY, f"hydra.run.dir={run_dir}"))
+    _one_line(line, f"hydra.run.dir={run_dir}", "not a directory", "pass hydra.run.dir=<a new directory>")
+    line = _guard_refuses("on_multirun_start", _hydra_cfg(*TINY, f"hydra.sweep.dir={run_dir}"))
+    _one_line(line, f"hydra.sweep.dir={run_dir}", "not a directory")
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("resume", ["resume=auto", "ckpt_path=last"])
+def test_a_fast_dev_run_cannot_resume(compose_cfg, done: Path, resume: str):
+    (done / "metrics.json").unlink()  # an unfinished run, its last.ckpt in place
+    before = _digest(done, skip=".hydra")
+    line = _guard_refuses("on_run_start", _hydra_cfg(*TINY, resume, "debug=fdr", f"hydra.run.dir={done}"))
+    _one_line(line, f"{resume} with debug=fdr", "saves no checkpoint", "drop debug=fdr")
+    with pytest.raises(UserError) as err:
+        run.train(compose_cfg(*TINY, resume, "debug=fdr", run_dir=done))
+    _one_line(str(err.value), f"{resume} with debug=fdr", "saves no checkpoint")
+    assert _digest(done, skip=".hydra") == before  # no metrics.json from one batch
+
+
+@pytest.mark.parametrize("epochs", [0, -2])
+def test_max_epochs_that_trains_nothing_is_one_line(compose_cfg, tmp_path: Path, epochs: int):
+    with pytest.raises(UserError) as err:
+        run.train(compose_cfg(*TINY, f"trainer.max_epochs={epochs}"))
+    _one_line(str(err.value), f"trainer.max_epochs={epochs} trains nothing", "trainer.max_epochs=1 or more")
+    assert not (tmp_path / "run" / "metrics.json").exists()
+
+
+@pytest.mark.parametrize(("monitor", "early_stopping"), [("val/foo", False), ("train/foo", False), ("train/foo", True)])
+def test_a_monitor_the_family_does_not_log_names_the_metrics_it_logs(compose_cfg, tmp_path, monitor, early_stopping):
+    overrides = [o for o in TINY if not (early_stopping and o == "~callbacks.early_stopping")]
+    with pytest.raises(UserError) as err:
+        run.train(compose_cfg(*overrides, f"monitor={monitor}"))
+    logged = "val/acc, val/error, val/loss" if monitor.startswith("val/") else "train/acc, train/error, train/loss"
+    _one_line(str(err.value), f"monitor={monitor}: the qa family logs no such metric", logged, "monitor=<one of them>")
+    assert not (tmp_path / "run" / "metrics.json").exists()
