@@ -1,4 +1,4 @@
-"""Evaluate a run's checkpoint: `python eval.py ckpt_path=<run>/checkpoints/last.ckpt [data.x=...]`."""
+"""Evaluate a finished run: `python eval.py run_dir=<run> [+data.x=...]` (its best checkpoint) or `ckpt_path=<file>`."""
 
 import hydra
 from omegaconf import DictConfig

@@ -21,6 +21,12 @@ def test_table_marks_exactly_the_pairs_whose_families_meet():
     assert "`copy`" in rows["ntm"] and "`babi`" not in rows["ntm"]
 
 
+def test_table_shows_which_models_use_the_attention_score():
+    rows = {line.split("|")[1].strip(" `"): line.split("|")[4].strip() for line in compat.table(CONF).splitlines()[2:]}
+    assert rows["memn2n"] == rows["ntm"] == rows["transformer"] == "used"
+    assert rows["rnn_qa"] == rows["rnn_sequence"] == rows["rnn_seq2seq"] == rows["hopfield"] == "ignored"
+
+
 def test_update_rewrites_only_between_the_markers(tmp_path):
     page = tmp_path / "page.md"
     page.write_text(f"intro\n{compat.START}\nold table\n{compat.END}\noutro\n")

@@ -28,7 +28,7 @@ from attnmem.runtime import run
 TINY = [*FAST, "data.source.num_train=60", "data.source.num_val=20", "data.source.num_test=20", "trainer.max_epochs=1"]
 READ_ONLY = (
     "a finished run is read-only",
-    "python eval.py ckpt_path=",
+    "python eval.py run_dir=",
     "new hydra.run.dir",
     "resume=auto continues only",
 )
@@ -113,7 +113,7 @@ def test_cli_a_refused_command_leaves_a_finished_run_byte_identical(done: Path):
 def test_resuming_a_finished_run_is_refused_before_anything_is_written(compose_cfg, done: Path, resume: str):
     before = _digest(done)
     line = _guard_refuses("on_run_start", _hydra_cfg(*TINY, resume, f"hydra.run.dir={done}"))
-    _one_line(line, f"hydra.run.dir={done} holds a finished run", f"ckpt_path={done}/checkpoints/last.ckpt", *READ_ONLY)
+    _one_line(line, f"hydra.run.dir={done} holds a finished run", f"python eval.py run_dir={done};", *READ_ONLY)
     assert _digest(done) == before
     # a config composed without Hydra's command line is refused by run.train as well, metrics and history kept
     with pytest.raises(UserError) as err:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import lightning as L
@@ -12,12 +14,15 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from attnmem.evaluation.plots import learning_curves, save
 
+log = logging.getLogger(__name__)
+
 
 class PlotCallback(L.Callback):
     """At the end of fit, writes learning curves and the family's example plots to `<run>/plots/`.
 
     The family module draws its own examples through `plot_examples(datamodule, out_dir, n)`;
-    every figure also goes to the TensorBoard or W&B logger when one is active.
+    every figure also goes to the TensorBoard or W&B logger when one is active. A figure that fails
+    (a diverged run's NaN weights, say) is logged in one line and skipped: it never costs the run its metrics.
     """
 
     def __init__(self, num_examples: int = 4, dirname: str = "plots") -> None:
@@ -43,11 +48,21 @@ class PlotCallback(L.Callback):
         self._record(trainer)
         out_dir = Path(trainer.default_root_dir) / self.dirname
         if self.history:
-            self.written.append(save(learning_curves(self.history), out_dir / "learning_curves.png"))
+            path = out_dir / "learning_curves.png"
+            self._draw("learning_curves", lambda: [save(learning_curves(self.history), path)])
         if hasattr(pl_module, "plot_examples") and trainer.datamodule is not None and self.num_examples > 0:
-            self.written += pl_module.plot_examples(trainer.datamodule, out_dir, self.num_examples)
+            self._draw(
+                f"{type(pl_module).__name__}.plot_examples",
+                lambda: pl_module.plot_examples(trainer.datamodule, out_dir, self.num_examples),
+            )
         for logger in trainer.loggers:
-            _log_images(logger, self.written)
+            self._draw(f"{type(logger).__name__} images", lambda logger=logger: _log_images(logger, self.written))
+
+    def _draw(self, name: str, draw: Callable[[], list[Path] | None]) -> None:
+        try:
+            self.written += draw() or []
+        except Exception as err:  # noqa: BLE001 - a figure is never worth the run's metrics
+            log.warning("plot %s skipped: %s: %s", name, type(err).__name__, " ".join(str(err).split()))
 
 
 def _log_images(logger: object, paths: list[Path]) -> None:

@@ -41,19 +41,27 @@ def val_examples(module: Any, datamodule: Any, num_examples: int) -> tuple[dict[
     return batch, eval_outputs(module.net, batch)
 
 
+def colorbar(fig: Figure, image: Any, ax: Any, label: str = "attention weight (0-1)") -> None:
+    """A labelled colour bar beside `ax` for the heatmap `image`."""
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.02, label=label)
+
+
 def hop_attention(sentences: list[str], weights: Tensor, title: str) -> Figure:
     """Story sentences as rows, hops as columns, attention weight as colour (Sukhbaatar et al., Table 1)."""
     num_sentences, hops = weights.shape  # (S, hops)
-    fig, ax = plt.subplots(figsize=(3.0 + 0.9 * hops + 0.07 * max(map(len, sentences), default=10),
+    fig, ax = plt.subplots(figsize=(3.8 + 0.9 * hops + 0.07 * max(map(len, sentences), default=10),
                                     1.0 + 0.3 * num_sentences))
-    ax.imshow(weights.numpy(), cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto")
+    image = ax.imshow(weights.numpy(), cmap="Blues", vmin=0.0, vmax=1.0, aspect="auto")
     ax.set_xticks(range(hops), [f"hop {k + 1}" for k in range(hops)])
     ax.set_yticks(range(num_sentences), sentences, fontsize=8)
     for s in range(num_sentences):
         for k in range(hops):
             w = float(weights[s, k])
             ax.text(k, s, f"{w:.2f}", ha="center", va="center", fontsize=7, color="white" if w > 0.6 else "black")
-    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("hop (memory layer)")
+    ax.set_ylabel("story sentence (memory slot)")
+    colorbar(fig, image, ax)
+    ax.set_title(f"memory attention over the story, per hop\n{title}", fontsize=9)
     return fig
 
 
@@ -91,14 +99,16 @@ def sequence_example(inputs: Tensor, targets: Tensor, outputs: Tensor, mask: Ten
                  f"rows {low}-{high - 1}"), weights[:, h].T) for h in range(heads)]
     heights = [max(2, p.shape[0]) for _, p in panels[:3]] + [24] * heads
     fig, axes = plt.subplots(len(panels), 1, figsize=(max(4.0, 0.09 * inputs.shape[0] + 1.5), 0.06 * sum(heights) + 2),
-                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+                             gridspec_kw={"height_ratios": heights}, squeeze=False, layout="constrained")
     for ax, (name, image) in zip(axes[:, 0], panels):
-        ax.imshow(image.numpy(), cmap="viridis" if "rows" in name else "Greys", vmin=0.0, vmax=1.0,
-                  aspect="auto", interpolation="nearest")
+        shown = ax.imshow(image.numpy(), cmap="viridis" if "rows" in name else "Greys", vmin=0.0, vmax=1.0,
+                          aspect="auto", interpolation="nearest")
         ax.set_ylabel(name, fontsize=8)
         ax.set_yticks([])
+        if "rows" in name:
+            colorbar(fig, shown, ax, "weighting (0-1)")
+    axes[0, 0].set_title("input, target, output bits; each head's weighting over memory rows", fontsize=9)
     axes[-1, 0].set_xlabel("time step")
-    fig.tight_layout()
     return fig
 
 
@@ -176,12 +186,14 @@ def capacity_curve(curves: dict[str, list[tuple[float, float, float]]], critical
 
 def coattention_heatmap(weights: Tensor, question: list[str], document: list[str], title: str) -> Figure:
     """Coattention weights `(Lq, Ld)` as a heatmap, question words as rows, document words as columns."""
-    fig, ax = plt.subplots(figsize=(2.0 + 0.2 * len(document), 1.2 + 0.25 * len(question)))
-    ax.imshow(weights.numpy(), cmap="Blues", aspect="auto", interpolation="nearest")
+    fig, ax = plt.subplots(figsize=(2.8 + 0.2 * len(document), 1.2 + 0.25 * len(question)), layout="constrained")
+    image = ax.imshow(weights.numpy(), cmap="Blues", aspect="auto", interpolation="nearest")
     ax.set_xticks(range(len(document)), document, rotation=90, fontsize=7)
     ax.set_yticks(range(len(question)), question, fontsize=7)
-    ax.set_title(title, fontsize=9)
-    fig.tight_layout()
+    ax.set_xlabel("document word")
+    ax.set_ylabel("question word")
+    colorbar(fig, image, ax)
+    ax.set_title(f"coattention, question × document\n{title}", fontsize=9)
     return fig
 
 
@@ -197,6 +209,7 @@ def pointer_iterations(start: Tensor, end: Tensor, document: list[str], answer: 
         if 0 <= mark < len(document):
             ax.add_patch(plt.Rectangle((mark - 0.5, -0.5), 1, iterations, fill=False, edgecolor="black", lw=1.2))
     axes[1].set_xticks(range(len(document)), document, rotation=90, fontsize=7)
+    axes[1].set_xlabel("document word")
     axes[0].set_title(title, fontsize=9)
     fig.colorbar(image, ax=axes, fraction=0.02, pad=0.01, label="probability")
     return fig
@@ -208,16 +221,16 @@ def alignment_heatmap(weights: Tensor, source: list[str], target: list[str], tit
     `weights (Lt, Ls)`; row t is the weighting used to predict target token t.
     """
     rows, cols = weights.shape
-    fig, ax = plt.subplots(figsize=(1.2 + 0.32 * cols, 1.0 + 0.32 * rows))
-    ax.imshow(weights.numpy(), cmap="gray", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+    fig, ax = plt.subplots(figsize=(2.0 + 0.32 * cols, 1.0 + 0.32 * rows), layout="constrained")
+    image = ax.imshow(weights.numpy(), cmap="gray", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
     ax.set_xticks(range(cols), source, rotation=90, fontsize=8)
     ax.set_yticks(range(rows), target, fontsize=8)
     ax.xaxis.tick_top()
-    ax.set_xlabel("source")
-    ax.set_ylabel("target")
-    if title:
-        ax.set_title(title, fontsize=9)
-    fig.tight_layout()
+    ax.xaxis.set_label_position("top")
+    ax.set_xlabel("source token")
+    ax.set_ylabel("target token (the one predicted)")
+    colorbar(fig, image, ax)
+    ax.set_title(" — ".join(filter(None, ["cross attention, target × source", title])), fontsize=9)
     return fig
 
 
@@ -226,19 +239,23 @@ def head_heatmaps(weights: Tensor, source: list[str], target: list[str], title: 
     heads, rows, cols = weights.shape
     across = min(heads, 4)
     down = -(-heads // across)
-    fig, axes = plt.subplots(down, across, figsize=(across * (1.0 + 0.22 * cols), down * (1.0 + 0.22 * rows)),
-                             squeeze=False)
+    fig, axes = plt.subplots(down, across, figsize=(across * (1.0 + 0.22 * cols) + 1.0, down * (1.2 + 0.22 * rows)),
+                             squeeze=False, layout="constrained")
     for h, ax in enumerate(axes.flat):
         if h >= heads:
             ax.axis("off")
             continue
-        ax.imshow(weights[h].numpy(), cmap="gray", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+        image = ax.imshow(weights[h].numpy(), cmap="gray", vmin=0.0, vmax=1.0, aspect="auto",
+                          interpolation="nearest")
         ax.set_xticks(range(cols), source, rotation=90, fontsize=6)
         ax.set_yticks(range(rows), target if h % across == 0 else [], fontsize=6)
         ax.set_title(f"head {h + 1}", fontsize=8)
-    if title:
-        fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
+    for ax in axes[-1]:
+        ax.set_xlabel("source token", fontsize=7)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("target token", fontsize=7)
+    colorbar(fig, image, axes)
+    fig.suptitle(", ".join(filter(None, ["cross attention per head", title])), fontsize=9)
     return fig
 
 

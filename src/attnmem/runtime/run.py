@@ -13,6 +13,7 @@ from typing import Any
 import lightning as L
 import torch
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
 from hydra.utils import get_class
 from hydra.utils import instantiate as hydra_instantiate
@@ -26,11 +27,24 @@ from attnmem.callbacks.predictions import PredictionsWriter
 from attnmem.core.atomic import write_json
 from attnmem.core.dims import Dims, kwargs
 from attnmem.core.errors import UserError
-from attnmem.runtime import checkpoint, console, distributed, hardware, legacy, manifest, run_dir_guard, wandb_run
+from attnmem.runtime import (
+    checkpoint,
+    checkpoint_fit,
+    console,
+    distributed,
+    hardware,
+    legacy,
+    manifest,
+    option_types,
+    run_dir_guard,
+    wandb_run,
+)
 
 # noise that says nothing about the run: per-step logging is off on purpose, and the rest is advice
 warnings.filterwarnings("ignore", message=".*smaller than the logging interval.*")
 warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated.*")
+# evaluating a checkpoint reads its weights only: the callbacks that wrote it have nothing to restore
+warnings.filterwarnings("ignore", message=".*callbacks used to create the checkpoint need to be provided.*")
 logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(lambda r: "litlogger" not in r.getMessage())
 # under DDP: the family modules log sums already reduced across processes (torchmetrics), and
 # distributed.split_batch says once what padding the evaluation splits costs
@@ -40,6 +54,7 @@ warnings.filterwarnings("ignore", message=".*Using `DistributedSampler` with the
 
 def setup(cfg: DictConfig) -> tuple[L.LightningDataModule, L.LightningModule, L.Trainer]:
     """Seed, then build the datamodule (set up), the family module around the model, and the trainer."""
+    option_types.check_top_level(cfg, "seed", "threads")
     _set_threads(cfg.threads)
     L.seed_everything(cfg.seed, workers=True)
     check_compatible(cfg)
@@ -54,6 +69,7 @@ def setup(cfg: DictConfig) -> tuple[L.LightningDataModule, L.LightningModule, L.
     net = build_model(cfg.model, cfg.attention, datamodule.dims)
     if (lr := cfg.optimizer.get("lr")) is not None and lr < 0:  # torch's own message does not name the option
         raise ValueError(f"optimizer.lr must be >= 0, got {lr}: pass a learning rate such as optimizer.lr=0.001")
+    option_types.check(cfg.task, task_cls)
     module = task_cls(
         net,
         optimizer=instantiate(cfg.optimizer),
@@ -120,10 +136,9 @@ def _fit(trainer: L.Trainer, module: L.LightningModule, datamodule: Any, ckpt_pa
 
 def evaluate(cfg: DictConfig) -> dict[str, float]:
     """Evaluate a checkpoint of a finished run on its (or overridden) data; write metrics.json."""
+    option_types.check_top_level(cfg, "threads")
     _set_threads(cfg.threads)
-    ckpt = Path(cfg.ckpt_path)
-    if not ckpt.is_file():
-        raise UserError(f"ckpt_path={ckpt}: no such checkpoint file")
+    ckpt = _eval_checkpoint(cfg)
     run_cfg_path = ckpt.parent.parent / ".hydra" / "config.yaml"
     if not run_cfg_path.is_file():
         raise UserError(f"ckpt_path={ckpt}: the run's config {run_cfg_path} is missing; was it made by train.py?")
@@ -134,19 +149,36 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     datamodule = instantiate(run_cfg.data)
     state = checkpoint.load(ckpt)
     legacy.check_checkpoint(state, ckpt)
-    datamodule.load_state_dict(state.get(type(datamodule).__qualname__, {}))
+    checkpoint_fit.check_data(state, datamodule, ckpt, run_cfg_path)
+    if type(datamodule).__qualname__ in state:  # a datamodule with state saves it (Lightning skips an empty one)
+        datamodule.load_state_dict(state[type(datamodule).__qualname__])
     datamodule.prepare_data()
     datamodule.setup("test")
     net = build_model(run_cfg.model, run_cfg.attention, datamodule.dims)
     task_cls = get_class(type(datamodule).family_module)
     module = task_cls(net, optimizer=instantiate(run_cfg.optimizer), dims=datamodule.dims, **run_cfg.task)
+    checkpoint_fit.check_weights(state, module, ckpt, run_cfg_path)
     trainer = L.Trainer(**cfg.trainer, logger=False, enable_model_summary=False, enable_progress_bar=False,
-                        callbacks=[PredictionsWriter(cfg.paths.output_dir)])
+                        enable_checkpointing=False, callbacks=[PredictionsWriter(cfg.paths.output_dir)])
     metrics = _evaluate_best(trainer, module, datamodule, ckpt_path=str(ckpt))
     out_dir = Path(cfg.paths.output_dir)
     write_json(out_dir / "metrics.json", metrics)
     console.print_summary(metrics, out_dir, [])
     return metrics
+
+
+def _eval_checkpoint(cfg: DictConfig) -> Path:
+    # a run directory (run_dir=<run>, or ckpt_path=<run>) stands for the checkpoint the run reported: its best
+    from attnmem.runtime.load import best_checkpoint  # load.py imports this module
+
+    option, given = ("run_dir", cfg.run_dir) if cfg.get("run_dir") is not None else ("ckpt_path", cfg.ckpt_path)
+    if Path(given).is_dir():
+        best = best_checkpoint(Path(given))
+        console.note(f"{option}={given}: evaluating the checkpoint the run reported, {best}")
+        return best
+    if option == "run_dir" or not Path(given).is_file():
+        raise UserError(f"{option}={given}: no such {'run directory' if option == 'run_dir' else 'checkpoint file'}")
+    return Path(given)
 
 
 def check_compatible(cfg: DictConfig) -> str:
@@ -171,7 +203,20 @@ def build_model(model_cfg: DictConfig, score_cfg: DictConfig, dims: Dims) -> tor
     known = {k: v for k, v in kwargs(dims).items() if k in params}
     if "score" in params:
         known["score"] = instantiate(score_cfg)
+    elif (chosen := _chosen_on_command_line("attention")) is not None:
+        console.note(f"attention={chosen} is ignored: {model_cls.__name__} uses no attention score (see README)")
     return instantiate(model_cfg)(**known)
+
+
+def _chosen_on_command_line(group: str) -> str | None:
+    # the option of `group` that the command line (not a yaml's defaults) picked, or None
+    if not HydraConfig.initialized():
+        return None
+    for override in HydraConfig.get().overrides.task:
+        key, _, value = override.partition("=")
+        if key.lstrip("+") == group:
+            return value
+    return None
 
 
 def _evaluate_best(
@@ -191,7 +236,9 @@ def _evaluate_best(
 
 
 def instantiate(config: Any, *args: Any, **kwargs: Any) -> Any:
-    """`hydra.utils.instantiate` that lets a constructor's ValueError or UserError through unwrapped."""
+    """`hydra.utils.instantiate` after a type check of the options; a constructor's ValueError or UserError
+    comes through unwrapped."""
+    option_types.check(config)
     try:
         return hydra_instantiate(config, *args, **kwargs)
     except InstantiationException as err:

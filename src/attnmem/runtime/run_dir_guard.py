@@ -52,7 +52,7 @@ def check_run_dir(run_dir: Path, cfg: DictConfig) -> None:
             legacy.check_manifest(run_dir)  # a run of attnmem 0.1 says so first
         raise UserError(
             f"hydra.run.dir={run_dir} holds a finished run (metrics.json), and a finished run is read-only: "
-            f"to evaluate it, python eval.py ckpt_path={run_dir}/checkpoints/last.ckpt; for a new run, pass a "
+            f"to evaluate it, python eval.py run_dir={run_dir}; for a new run, pass a "
             "new hydra.run.dir; resume=auto continues only an unfinished run"
         )
     if resuming and OmegaConf.select(cfg, "trainer.fast_dev_run"):

@@ -1,12 +1,14 @@
 """The model × data compatibility table, from the classes' families: `python -m attnmem.tools.compat [--update FILE]`.
 
 A model class declares `families`, a datamodule class its `family`; a model trains on data of its families.
+A model whose constructor takes a `score` uses the `attention=` option; the others ignore it.
 Run from the repository root (it reads `conf/model/*.yaml` and `conf/data/*.yaml`).
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 from pathlib import Path
 
 from hydra.utils import get_class
@@ -23,13 +25,19 @@ def _classes(conf: Path, group: str) -> dict[str, type]:
 
 
 def table(conf: Path = Path("conf")) -> str:
-    """A markdown table: each model option, its families, and the data options whose family it serves."""
+    """A markdown table: each model option, its families, the data options it serves, whether it uses `attention=`."""
     models, data = _classes(conf, "model"), _classes(conf, "data")
-    lines = ["| model | families | data |", "|---|---|---|"]
+    lines = ["| model | families | data | `attention=` |", "|---|---|---|---|"]
     for name, cls in models.items():
         fits = [f"`{d}`" for d, c in data.items() if c.family in cls.families]
-        lines.append(f"| `{name}` | {', '.join(cls.families)} | {', '.join(fits)} |")
+        score = "used" if uses_attention(cls) else "ignored"
+        lines.append(f"| `{name}` | {', '.join(cls.families)} | {', '.join(fits)} | {score} |")
     return "\n".join(lines)
+
+
+def uses_attention(model_cls: type) -> bool:
+    """Whether the model's constructor takes the attention score (the `attention=` option)."""
+    return "score" in inspect.signature(model_cls).parameters
 
 
 def update(path: Path, conf: Path = Path("conf")) -> None:
