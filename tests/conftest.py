@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -71,3 +73,33 @@ def compose_cfg(tmp_path: Path) -> Iterator[Callable[..., DictConfig]]:
 
         yield _compose
     GlobalHydra.instance().clear()
+
+
+def one_line(message: str, *fragments: str) -> None:
+    """`message` is one line holding every fragment."""
+    assert "\n" not in message.strip(), message
+    for fragment in fragments:
+        assert fragment in message, (fragment, message)
+
+
+def cli_error(tmp_path: Path, *overrides: str) -> str:
+    """Run train.py; it must fail with exit code 1 and one `error:` line, no traceback; return that line."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "train.py",
+            *overrides,
+            f"hydra.run.dir={tmp_path / 'cli'}",
+            "trainer.enable_progress_bar=false",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, done.stderr[-2000:]
+    assert not (tmp_path / "cli" / "metrics.json").exists()
+    return errors[0]

@@ -6,13 +6,10 @@ A few cases run the real command line (exit code, no traceback); the rest call `
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
-from conftest import FAST, ROOT
+from conftest import FAST, cli_error, one_line
 from hydra.errors import CompactHydraException
 
 from attnmem.core.errors import UserError
@@ -21,59 +18,30 @@ from attnmem.runtime import cli, run
 TINY = [*FAST, "data.source.num_train=60", "data.source.num_val=20", "data.source.num_test=20", "trainer.max_epochs=1"]
 
 
-def _one_line(message: str, *fragments: str) -> None:
-    assert "\n" not in message.strip(), message
-    for fragment in fragments:
-        assert fragment in message, (fragment, message)
-
-
-def _cli(tmp_path: Path, *overrides: str) -> str:
-    """Run train.py; it must fail with exit code 1 and one `error:` line, no traceback; return that line."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "train.py",
-            *overrides,
-            f"hydra.run.dir={tmp_path / 'cli'}",
-            "trainer.enable_progress_bar=false",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 1, done.stderr[-2000:]
-    assert "Traceback" not in done.stderr, done.stderr[-2000:]
-    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1, done.stderr[-2000:]
-    assert not (tmp_path / "cli" / "metrics.json").exists()
-    return errors[0]
-
-
 # --- through the command line -------------------------------------------------------------------------------------
 
 
 @pytest.mark.slow  # a subprocess: ~5 s of imports alone, 20 s on a loaded machine
 def test_cli_unknown_group_option_lists_the_options(tmp_path):
-    _one_line(_cli(tmp_path, "model=memn3n"), "model=memn3n: no such option", "model=", "memn2n", "ntm")
+    one_line(cli_error(tmp_path, "model=memn3n"), "model=memn3n: no such option", "model=", "memn2n", "ntm")
 
 
 @pytest.mark.slow  # a subprocess: ~5 s of imports alone, 20 s on a loaded machine
 def test_cli_unknown_key_says_how_to_add_one(tmp_path):
-    _one_line(_cli(tmp_path, "model.hopz=3"), "model.hopz", "+model.hopz=3")
+    one_line(cli_error(tmp_path, "model.hopz=3"), "model.hopz", "+model.hopz=3")
 
 
 @pytest.mark.slow  # a subprocess: ~5 s of imports alone, 20 s on a loaded machine
 def test_cli_missing_data_dir_says_how_to_get_the_files(tmp_path):
-    line = _cli(tmp_path, "data=babi", f"data.source.data_dir={tmp_path / 'nowhere'}")
-    _one_line(line, str(tmp_path / "nowhere"), "data.source.download=true")
+    line = cli_error(tmp_path, "data=babi", f"data.source.data_dir={tmp_path / 'nowhere'}")
+    one_line(line, str(tmp_path / "nowhere"), "data.source.download=true")
 
 
 @pytest.mark.slow  # a subprocess: ~5 s of imports alone, 20 s on a loaded machine
 def test_cli_a_file_that_is_not_a_checkpoint_is_refused_without_unpickling(tmp_path):
     notes = tmp_path / "notes.ckpt"
     notes.write_text("not a checkpoint\n")
-    _one_line(_cli(tmp_path, f"ckpt_path={notes}"), f"ckpt_path={notes} is not a checkpoint", "last.ckpt")
+    one_line(cli_error(tmp_path, f"ckpt_path={notes}"), f"ckpt_path={notes} is not a checkpoint", "last.ckpt")
 
 
 # --- in-process ----------------------------------------------------------------------------------------------------
@@ -85,19 +53,19 @@ def test_unknown_group_option_is_one_line_with_the_choices(compose_cfg, override
     with pytest.raises(CompactHydraException) as err:
         compose_cfg(override)
     choices = {"model": "memn2n", "data": "babi_gen", "attention": "scaled_dot"}[group]
-    _one_line(cli.one_line(err.value), f"{override}: no such option", f"choose {group}=", choices)
+    one_line(cli.one_line(err.value), f"{override}: no such option", f"choose {group}=", choices)
 
 
 def test_bad_override_syntax_names_the_override(compose_cfg):
     with pytest.raises(CompactHydraException) as err:
         compose_cfg("model.hops=[1,")
-    _one_line(cli.one_line(err.value), "model.hops=[1,:", "override_grammar")
+    one_line(cli.one_line(err.value), "model.hops=[1,:", "override_grammar")
 
 
 def test_incompatible_model_and_data_lists_the_compatible_choices(compose_cfg):
     with pytest.raises(UserError) as err:
         run.train(compose_cfg("model=ntm", "data=babi_gen", *TINY))
-    _one_line(
+    one_line(
         str(err.value),
         "NTM (sequence) cannot train on data QADataModule (qa)",
         "data=",
@@ -114,7 +82,7 @@ def test_data_dir_missing_or_empty(compose_cfg, tmp_path, kind):
         folder.mkdir()
     with pytest.raises(UserError) as err:
         run.train(compose_cfg("data=babi", f"data.source.data_dir={folder}", *FAST))
-    _one_line(str(err.value), f"no bAbI files (qaN_*_train.txt) in {folder}", "data.source.download=true")
+    one_line(str(err.value), f"no bAbI files (qaN_*_train.txt) in {folder}", "data.source.download=true")
 
 
 def test_malformed_babi_line_names_file_and_line(compose_cfg, tmp_path):
@@ -124,7 +92,7 @@ def test_malformed_babi_line_names_file_and_line(compose_cfg, tmp_path):
     bad.write_text("1 Mary moved to the bathroom.\n2 Where is Mary?\tbathroom\t1\nMary went home.\n")
     with pytest.raises(UserError) as err:
         run.train(compose_cfg("data=babi", f"data.source.data_dir={folder}", "data.source.cache=false", *FAST))
-    _one_line(str(err.value), f"{bad}:3: expected 'ID text'", "'Mary went home.'")
+    one_line(str(err.value), f"{bad}:3: expected 'ID text'", "'Mary went home.'")
 
 
 def test_malformed_squad_json_names_file_and_line(compose_cfg, tmp_path):
@@ -132,7 +100,7 @@ def test_malformed_squad_json_names_file_and_line(compose_cfg, tmp_path):
     bad.write_text('{"version": "1.1",\n "data": [\n  {"title": "x",, }\n ]}\n')
     with pytest.raises(UserError) as err:
         run.train(compose_cfg("model=dcn", "data=squad", f"data.source.train_path={bad}", *FAST))
-    _one_line(str(err.value), f"{bad}:3: not valid JSON")
+    one_line(str(err.value), f"{bad}:3: not valid JSON")
 
 
 def test_sweep_file_with_an_unknown_key(tmp_path):
@@ -144,7 +112,7 @@ def test_sweep_file_with_an_unknown_key(tmp_path):
     )
     with pytest.raises(UserError) as err:
         sweep.load_spec(path)
-    _one_line(str(err.value), f"{path}: unknown key 'run_capp'", "run_cap")
+    one_line(str(err.value), f"{path}: unknown key 'run_capp'", "run_cap")
 
 
 @pytest.mark.parametrize(
@@ -160,20 +128,20 @@ def test_sweep_file_with_an_unknown_key(tmp_path):
 def test_out_of_range_values_name_the_option(compose_cfg, overrides, fragments):
     with pytest.raises(ValueError) as err:
         run.train(compose_cfg(*TINY, *overrides))
-    _one_line(str(err.value), *fragments)
+    one_line(str(err.value), *fragments)
 
 
 def test_heads_must_divide_d_model(compose_cfg):
     with pytest.raises(ValueError) as err:  # raised while building the model, before any training
         run.train(compose_cfg("model=transformer", "model.d_model=30", "model.heads=4", *FAST))
-    _one_line(str(err.value), "model.heads", "model.d_model")
+    one_line(str(err.value), "model.heads", "model.d_model")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
 def test_gpu_trainer_without_a_gpu(compose_cfg):
     with pytest.raises(UserError) as err:
         run.train(compose_cfg("trainer=gpu", *TINY))
-    _one_line(str(err.value), "no GPU", "trainer=cpu")
+    one_line(str(err.value), "no GPU", "trainer=cpu")
 
 
 def test_more_gpus_than_the_machine_has(compose_cfg, monkeypatch):
@@ -181,19 +149,19 @@ def test_more_gpus_than_the_machine_has(compose_cfg, monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     with pytest.raises(UserError) as err:
         run.train(compose_cfg("trainer=gpu", "trainer.devices=4", *TINY))
-    _one_line(str(err.value), "trainer.devices=4: found 1 GPU", "trainer.devices=1")
+    one_line(str(err.value), "trainer.devices=4: found 1 GPU", "trainer.devices=1")
 
 
 def test_precision_the_device_does_not_run(compose_cfg):
     with pytest.raises(UserError) as err:
         run.train(compose_cfg("trainer.precision=16-true", *TINY))
-    _one_line(str(err.value), "trainer.precision=16-true is not supported on cpu", "trainer.precision=32-true")
+    one_line(str(err.value), "trainer.precision=16-true is not supported on cpu", "trainer.precision=32-true")
 
 
 def test_ckpt_path_that_does_not_exist(compose_cfg, tmp_path):
     with pytest.raises(UserError) as err:
         run.train(compose_cfg(*TINY, f"ckpt_path={tmp_path / 'nope.ckpt'}"))
-    _one_line(str(err.value), f"ckpt_path={tmp_path / 'nope.ckpt'}: no such checkpoint file")
+    one_line(str(err.value), f"ckpt_path={tmp_path / 'nope.ckpt'}: no such checkpoint file")
 
 
 def test_a_pickle_that_is_not_a_checkpoint_is_refused(tmp_path):
@@ -203,20 +171,20 @@ def test_a_pickle_that_is_not_a_checkpoint_is_refused(tmp_path):
     torch.save(torch.ones(2), path)  # a real torch file, but no Lightning checkpoint
     with pytest.raises(UserError) as err:
         checkpoint.load(path)
-    _one_line(str(err.value), f"ckpt_path={path} is not a Lightning checkpoint", "train.py")
+    one_line(str(err.value), f"ckpt_path={path} is not a Lightning checkpoint", "train.py")
 
 
 @pytest.mark.parametrize("override", ["resume=auto", "ckpt_path=last"])
 def test_resume_with_no_checkpoint(compose_cfg, override):
     with pytest.raises(UserError) as err:
         run.train(compose_cfg(*TINY, override))
-    _one_line(str(err.value), "no checkpoint to resume at", "last.ckpt", "hydra.run.dir=")
+    one_line(str(err.value), "no checkpoint to resume at", "last.ckpt", "hydra.run.dir=")
 
 
 def test_resume_takes_only_auto(compose_cfg):
     with pytest.raises(UserError) as err:
         run.train(compose_cfg(*TINY, "resume=yes"))
-    _one_line(str(err.value), "resume=yes", "'auto'")
+    one_line(str(err.value), "resume=yes", "'auto'")
 
 
 def test_a_finished_run_directory_is_not_overwritten(compose_cfg, tmp_path):
@@ -225,7 +193,7 @@ def test_a_finished_run_directory_is_not_overwritten(compose_cfg, tmp_path):
     (done / "metrics.json").write_text(json.dumps({"val/acc": 1.0}))
     with pytest.raises(UserError) as err:
         run.train(cfg)
-    _one_line(str(err.value), f"hydra.run.dir={done} holds a finished run", "resume=auto")
+    one_line(str(err.value), f"hydra.run.dir={done} holds a finished run", "resume=auto")
     assert json.loads((done / "metrics.json").read_text()) == {"val/acc": 1.0}
 
 
@@ -234,7 +202,7 @@ def test_load_run_of_a_directory_that_is_not_a_run(tmp_path):
 
     with pytest.raises(UserError) as err:
         load_run(tmp_path)
-    _one_line(str(err.value), f"{tmp_path} is not a finished run", "metrics.json")
+    one_line(str(err.value), f"{tmp_path} is not a finished run", "metrics.json")
 
 
 def test_a_required_value_left_out_is_one_line_through_the_guard(compose_cfg, capsys, monkeypatch):
@@ -244,4 +212,4 @@ def test_a_required_value_left_out_is_one_line_through_the_guard(compose_cfg, ca
     with pytest.raises(SystemExit) as done:
         cli.guarded(cfg, "evaluate")
     assert done.value.code == 1
-    _one_line(capsys.readouterr().err, "error: ckpt_path needs a value", "pass ckpt_path=")
+    one_line(capsys.readouterr().err, "error: ckpt_path needs a value", "pass ckpt_path=")

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import CONF, FAST, ROOT
+from conftest import CONF, FAST, ROOT, one_line
 from hydra import compose, initialize_config_dir
 from hydra._internal.callbacks import Callbacks
 from hydra.core.global_hydra import GlobalHydra
@@ -32,12 +32,6 @@ READ_ONLY = (
     "new hydra.run.dir",
     "resume=auto continues only",
 )
-
-
-def _one_line(message: str, *fragments: str) -> None:
-    assert "\n" not in message.strip(), message
-    for fragment in fragments:
-        assert fragment in message, (fragment, message)
 
 
 def _digest(run_dir: Path, skip: str | None = None) -> dict[str, str]:
@@ -87,7 +81,7 @@ def _guard_refuses(hook: str, cfg: DictConfig) -> str:
         getattr(Callbacks(cfg), hook)(config=cfg, config_name="train")
     line = str(stop.value.code)
     assert line.startswith("error: "), line
-    _one_line(line)
+    one_line(line)
     return line
 
 
@@ -106,26 +100,26 @@ def test_cli_a_refused_command_leaves_a_finished_run_byte_identical(done: Path):
     assert "Traceback" not in refused.stderr, refused.stderr[-2000:]
     errors = [line for line in refused.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1, refused.stderr[-2000:]
-    _one_line(errors[0], f"hydra.run.dir={done} holds a finished run", *READ_ONLY)
+    one_line(errors[0], f"hydra.run.dir={done} holds a finished run", *READ_ONLY)
 
 
 @pytest.mark.parametrize("resume", ["resume=auto", "ckpt_path=last"])
 def test_resuming_a_finished_run_is_refused_before_anything_is_written(compose_cfg, done: Path, resume: str):
     before = _digest(done)
     line = _guard_refuses("on_run_start", _hydra_cfg(*TINY, resume, f"hydra.run.dir={done}"))
-    _one_line(line, f"hydra.run.dir={done} holds a finished run", f"python eval.py run_dir={done};", *READ_ONLY)
+    one_line(line, f"hydra.run.dir={done} holds a finished run", f"python eval.py run_dir={done};", *READ_ONLY)
     assert _digest(done) == before
     # a config composed without Hydra's command line is refused by run.train as well, metrics and history kept
     with pytest.raises(UserError) as err:
         run.train(compose_cfg(*TINY, resume, run_dir=done))
-    _one_line(str(err.value), f"hydra.run.dir={done} holds a finished run", *READ_ONLY)
+    one_line(str(err.value), f"hydra.run.dir={done} holds a finished run", *READ_ONLY)
     assert _digest(done, skip=".hydra") == {k: v for k, v in before.items() if not k.startswith(".hydra")}
 
 
 def test_a_sweep_into_a_directory_holding_a_finished_run_is_refused(compose_cfg, done: Path):
     before = _digest(done)
     line = _guard_refuses("on_multirun_start", _hydra_cfg(*TINY, f"hydra.sweep.dir={done.parent}"))
-    _one_line(line, f"hydra.sweep.dir={done.parent} holds a finished run ({done})", "new hydra.sweep.dir")
+    one_line(line, f"hydra.sweep.dir={done.parent} holds a finished run ({done})", "new hydra.sweep.dir")
     assert _digest(done) == before
 
 
@@ -134,9 +128,9 @@ def test_a_run_directory_that_is_a_file_is_one_line(compose_cfg, tmp_path: Path,
     (tmp_path / "notes.txt").write_text("mine")
     run_dir = tmp_path / "notes.txt" if where == "file" else tmp_path / "notes.txt" / "run"
     line = _guard_refuses("on_run_start", _hydra_cfg(*TINY, f"hydra.run.dir={run_dir}"))
-    _one_line(line, f"hydra.run.dir={run_dir}", "not a directory", "pass hydra.run.dir=<a new directory>")
+    one_line(line, f"hydra.run.dir={run_dir}", "not a directory", "pass hydra.run.dir=<a new directory>")
     line = _guard_refuses("on_multirun_start", _hydra_cfg(*TINY, f"hydra.sweep.dir={run_dir}"))
-    _one_line(line, f"hydra.sweep.dir={run_dir}", "not a directory")
+    one_line(line, f"hydra.sweep.dir={run_dir}", "not a directory")
     assert (tmp_path / "notes.txt").read_text() == "mine"
 
 
@@ -145,10 +139,10 @@ def test_a_fast_dev_run_cannot_resume(compose_cfg, done: Path, resume: str):
     (done / "metrics.json").unlink()  # an unfinished run, its last.ckpt in place
     before = _digest(done, skip=".hydra")
     line = _guard_refuses("on_run_start", _hydra_cfg(*TINY, resume, "debug=fdr", f"hydra.run.dir={done}"))
-    _one_line(line, f"{resume} with debug=fdr", "saves no checkpoint", "drop debug=fdr")
+    one_line(line, f"{resume} with debug=fdr", "saves no checkpoint", "drop debug=fdr")
     with pytest.raises(UserError) as err:
         run.train(compose_cfg(*TINY, resume, "debug=fdr", run_dir=done))
-    _one_line(str(err.value), f"{resume} with debug=fdr", "saves no checkpoint")
+    one_line(str(err.value), f"{resume} with debug=fdr", "saves no checkpoint")
     assert _digest(done, skip=".hydra") == before  # no metrics.json from one batch
 
 
@@ -156,7 +150,7 @@ def test_a_fast_dev_run_cannot_resume(compose_cfg, done: Path, resume: str):
 def test_max_epochs_that_trains_nothing_is_one_line(compose_cfg, tmp_path: Path, epochs: int):
     with pytest.raises(UserError) as err:
         run.train(compose_cfg(*TINY, f"trainer.max_epochs={epochs}"))
-    _one_line(str(err.value), f"trainer.max_epochs={epochs} trains nothing", "trainer.max_epochs=1 or more")
+    one_line(str(err.value), f"trainer.max_epochs={epochs} trains nothing", "trainer.max_epochs=1 or more")
     assert not (tmp_path / "run" / "metrics.json").exists()
 
 
@@ -166,5 +160,5 @@ def test_a_monitor_the_family_does_not_log_names_the_metrics_it_logs(compose_cfg
     with pytest.raises(UserError) as err:
         run.train(compose_cfg(*overrides, f"monitor={monitor}"))
     logged = "val/acc, val/error, val/loss" if monitor.startswith("val/") else "train/acc, train/error, train/loss"
-    _one_line(str(err.value), f"monitor={monitor}: the qa family logs no such metric", logged, "monitor=<one of them>")
+    one_line(str(err.value), f"monitor={monitor}: the qa family logs no such metric", logged, "monitor=<one of them>")
     assert not (tmp_path / "run" / "metrics.json").exists()
