@@ -50,6 +50,23 @@ FAST = [
 ]
 
 
+def compose_into(out: Path, *overrides: str, config_name: str = "train") -> DictConfig:
+    """Compose `config_name` with overrides, its run directory `out` (config saved there), as Hydra's command
+    line would; Hydra must be initialised."""
+    cfg = compose(config_name, overrides=list(overrides), return_hydra_config=True)
+    with open_dict(cfg):
+        cfg.hydra.runtime.output_dir = str(out)
+        cfg.hydra.job.num = 0
+    HydraConfig.instance().set_config(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / ".hydra").mkdir(exist_ok=True)
+    job_cfg = cfg.copy()
+    with open_dict(job_cfg):
+        del job_cfg["hydra"]
+    OmegaConf.save(job_cfg, out / ".hydra" / "config.yaml")
+    return job_cfg
+
+
 @pytest.fixture
 def compose_cfg(tmp_path: Path) -> Iterator[Callable[..., DictConfig]]:
     """Compose `train.yaml` with overrides, its run directory in tmp_path; Hydra stays initialised."""
@@ -57,19 +74,7 @@ def compose_cfg(tmp_path: Path) -> Iterator[Callable[..., DictConfig]]:
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
 
         def _compose(*overrides: str, config_name: str = "train", run_dir: Path | None = None) -> DictConfig:
-            cfg = compose(config_name, overrides=list(overrides), return_hydra_config=True)
-            out = run_dir or tmp_path / "run"
-            with open_dict(cfg):
-                cfg.hydra.runtime.output_dir = str(out)
-                cfg.hydra.job.num = 0
-            HydraConfig.instance().set_config(cfg)
-            out.mkdir(parents=True, exist_ok=True)
-            (out / ".hydra").mkdir(exist_ok=True)
-            job_cfg = cfg.copy()
-            with open_dict(job_cfg):
-                del job_cfg["hydra"]
-            OmegaConf.save(job_cfg, out / ".hydra" / "config.yaml")
-            return job_cfg
+            return compose_into(run_dir or tmp_path / "run", *overrides, config_name=config_name)
 
         yield _compose
     GlobalHydra.instance().clear()

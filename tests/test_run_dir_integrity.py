@@ -15,12 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import CONF, FAST, ROOT, one_line
+from conftest import CONF, FAST, ROOT, compose_into, one_line
 from hydra import compose, initialize_config_dir
 from hydra._internal.callbacks import Callbacks
 from hydra.core.global_hydra import GlobalHydra
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig
 
 from attnmem.core.errors import UserError
 from attnmem.runtime import run
@@ -49,17 +48,7 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     out = tmp_path_factory.mktemp("finished") / "run"
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose("train", overrides=TINY, return_hydra_config=True)
-        with open_dict(cfg):
-            cfg.hydra.runtime.output_dir = str(out)
-            cfg.hydra.job.num = 0
-        HydraConfig.instance().set_config(cfg)
-        job_cfg = cfg.copy()
-        with open_dict(job_cfg):
-            del job_cfg["hydra"]
-        (out / ".hydra").mkdir(parents=True)
-        OmegaConf.save(job_cfg, out / ".hydra" / "config.yaml")
-        run.train(job_cfg)
+        run.train(compose_into(out, *TINY))
     GlobalHydra.instance().clear()
     yield out
 

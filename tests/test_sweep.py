@@ -25,6 +25,9 @@ TINY = {
 }
 
 
+DROP = object()  # a key _write leaves out
+
+
 def _write(tmp_path: Path, **changes) -> Path:
     spec = {
         "program": "train.py",
@@ -34,8 +37,7 @@ def _write(tmp_path: Path, **changes) -> Path:
         "parameters": {"model.hops": {"values": [1, 2]}, "seed": {"values": [0, 1]}, **TINY},
         "command": ["${env}", "${interpreter}", "${program}", "${args_no_hyphens}"],
     }
-    for key, value in changes.items():
-        spec[key] = value
+    spec = {k: v for k, v in {**spec, **changes}.items() if v is not DROP}
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
@@ -211,3 +213,184 @@ def test_optuna_hparams_search_composes(tmp_path):
     assert set(sweeper.params) == {"optimizer.lr", "model.embed_dim", "model.hops"}
     assert cfg.monitor == "val/acc" and cfg.hydra.mode.name == "MULTIRUN"
     assert cfg.model._target_ == "attnmem.models.memn2n.MemN2N"
+
+
+# W&B's sweep-configuration schema (github.com/wandb/sweeps, config/schema.json and schema.py) as the local
+# runner applies it: what W&B refuses stops with one line naming the file and key, before any job
+LR = "optimizer.lr"
+REFUSED = [
+    ({"method": "random", "run_cap": 3, "parameters": {LR: {"min": 0.1, "max": 0.01}}}, "lr: min (0.1) > max (0.01)"),
+    (
+        {"method": "random", "run_cap": 3, "parameters": {LR: {"distribution": "uniform", "min": 0.1, "max": 0.01}}},
+        "lr: min (0.1) > max (0.01): W&B needs min < max; swap them",
+    ),
+    (
+        {"method": "random", "run_cap": 3, "parameters": {"model.hops": {"min": 2, "max": 2}}},
+        "hops: min (2) = max (2): W&B needs min < max; for one value write value: 2",
+    ),
+    (
+        {
+            "method": "random",
+            "run_cap": 3,
+            "parameters": {LR: {"distribution": "log_uniform_values", "min": 0, "max": 1}},
+        },
+        "lr.min: log_uniform_values takes values > 0, got 0",
+    ),
+    (
+        {"method": "random", "run_cap": 3, "parameters": {LR: {"distribution": "log_uniform", "min": -9, "max": -2}}},
+        "lr.distribution: W&B refuses log_uniform (bounds as logs): use log_uniform_values",
+    ),
+    (
+        {
+            "method": "random",
+            "run_cap": 3,
+            "parameters": {LR: {"distribution": "q_uniform", "min": 0, "max": 1, "q": 0}},
+        },
+        "lr.q: must be > 0, got 0",
+    ),
+    (
+        {"method": "random", "run_cap": 3, "parameters": {LR: {"distribution": "normal", "sigma": -1}}},
+        "lr.sigma: must be >= 0, got -1",
+    ),
+    (
+        {
+            "method": "random",
+            "run_cap": 3,
+            "parameters": {"model.hops": {"distribution": "int_uniform", "min": 1, "max": 3.5}},
+        },
+        "hops: int_uniform takes integer min and max",
+    ),
+    (
+        {"method": "random", "run_cap": 3, "parameters": {LR: {"distribution": "gaussian"}}},
+        "lr.distribution: 'gaussian' is not one of constant, categorical",
+    ),
+    (
+        {"method": "random", "run_cap": 3, "parameters": {LR: {"distribution": "uniform", "min": 0.1}}},
+        "lr: distribution uniform needs min and max (missing max)",
+    ),
+    (
+        {"parameters": {"model.hops": {"values": [1, 2], "min": 1}}},
+        "hops: 'min' does not go with distribution categorical (it takes values)",
+    ),
+    (
+        {"method": "random", "run_cap": 3, "parameters": {"model.hops": {"values": [1, 2], "probabilities": [0.5]}}},
+        "hops.probabilities: one number per value (2)",
+    ),
+    (
+        {
+            "method": "random",
+            "run_cap": 3,
+            "parameters": {"model.hops": {"values": [1, 2], "probabilities": [0.5, 0.6]}},
+        },
+        "hops.probabilities: [0.5, 0.6] are not >= 0 with sum 1",
+    ),
+    (
+        {"parameters": {LR: {"min": 0.001, "max": 0.1}}},
+        "lr: a grid sweep takes value, values, or int_uniform/q_uniform",
+    ),
+    (
+        {"parameters": {"model.hops": {"values": [1, 2], "probabilities": [0.5, 0.5]}}},
+        "hops: a grid sweep takes value, values, or int_uniform/q_uniform bounds, not categorical_w_probabilities",
+    ),
+    ({"method": "bayes", "run_cap": 2, "metric": DROP}, "metric: method bayes needs a metric"),
+    (
+        {"method": "bayes", "run_cap": 2, "parameters": {LR: {"distribution": "q_uniform", "min": 0.1, "max": 1}}},
+        "lr: distribution q_uniform has no Optuna counterpart",
+    ),
+    ({"metric": {"name": "val/acc", "goal": "max"}}, "metric.goal: 'max' is not minimize or maximize"),
+    ({"metric": {"name": "val/acc", "mode": "max"}}, "metric: unknown key 'mode'"),
+    ({"metric": {"goal": "maximize"}}, "metric: needs a name"),
+    ({"metric": {"name": "val/acc", "impute": "mean"}}, "metric.impute: 'mean' is not latest or best or worst"),
+    ({"program": ["train.py"]}, "program: expected a string"),
+    ({"parameters": {"+trainer.max_steps": {"value": 3}}}, "parameters.+trainer.max_steps: W&B takes names of letters"),
+    ({"parameters": {"model": {"parameters": {"hops": {"value": 1}}}}}, "parameters.model: nested parameters"),
+    ({"parameters": {}}, "parameters: expected a mapping of at least one parameter"),
+    ({"run_cap": 0}, "run_cap: 0 is not a positive integer"),
+    ({"scheduler": {"engine": "wandb"}}, "scheduler: for W&B Launch only"),
+]
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"), REFUSED, ids=[e.split(":")[0] + str(i) for i, (_, e) in enumerate(REFUSED)]
+)
+def test_what_wandb_refuses_is_one_line_naming_the_file_and_key(tmp_path, capsys, changes, expected):
+    path = _write(tmp_path, **changes)
+    err = _error(capsys, [str(path), "--dry-run"])  # a sweep file W&B accepts would print its jobs and return
+    assert err.startswith(f"error: {path}: ") and expected in err, err
+
+
+def test_what_wandb_accepts_is_filled_in_as_wandb_fills_it(tmp_path):
+    params = {
+        "model.hops": {"min": 1, "max": 3},  # integers: int_uniform
+        LR: {"min": 0.001, "max": 0.1},  # floats: uniform
+        "data.batch_size": {"min": 8, "max": 64.0},  # one float: uniform
+        "model.embed_dim": {"distribution": "constant", "value": 20},
+        "attention": {"distribution": "categorical", "values": ["dot", "bilinear"]},
+    }
+    spec = sweep_spec.load_spec(_write(tmp_path, method="random", run_cap=20, metric=DROP, parameters=params))
+    assert "metric" not in spec  # random (and grid) need no metric in W&B
+    kinds = {k: p["distribution"] for k, p in spec["parameters"].items()}
+    assert kinds == {
+        "model.hops": "int_uniform",
+        LR: "uniform",
+        "data.batch_size": "uniform",
+        "model.embed_dim": "constant",
+        "attention": "categorical",
+    }
+    for point in sweep_spec.random_points(spec, seed=0):
+        assert isinstance(point["model.hops"], int) and 1 <= point["model.hops"] <= 3
+        assert 0.001 <= point[LR] <= 0.1 and point["model.embed_dim"] == 20
+    spec = sweep_spec.load_spec(_write(tmp_path, metric={"name": "val/loss"}, controller={"type": "local"}))
+    assert spec["metric"] == {"name": "val/loss", "goal": "minimize"}  # W&B's default goal
+
+
+def test_a_grid_steps_int_uniform_and_q_uniform_bounds_as_wandb(tmp_path):
+    params = {"model.hops": {"min": 1, "max": 3}, LR: {"distribution": "q_uniform", "min": 0.0, "max": 0.3, "q": 0.1}}
+    spec = sweep_spec.load_spec(_write(tmp_path, parameters=params))
+    assert [p["model.hops"] for p in sweep_spec.grid_points(spec)] == [1, 1, 1, 2, 2, 2, 3, 3, 3]
+    assert sweep_spec.grid_values(spec["parameters"][LR]) == pytest.approx(
+        [0.0, 0.1, 0.2]
+    )  # numpy.arange: max left out
+    assert sweep.plan({**spec, "run_cap": 4}, 0, []) == [
+        ["model.hops=1", f"{LR}=0.0"],
+        ["model.hops=1", f"{LR}=0.1"],
+        ["model.hops=1", f"{LR}=0.2"],
+        ["model.hops=2", f"{LR}=0.0"],
+    ]  # a grid's run_cap: its first points, as W&B stops there
+
+
+def test_every_wandb_distribution_draws_in_its_range_with_its_type(tmp_path):
+    params = {
+        "a": {"distribution": "q_uniform", "min": 0, "max": 10, "q": 2},
+        "b": {"distribution": "inv_log_uniform_values", "min": 0.01, "max": 1.0},
+        "c": {"distribution": "q_log_uniform_values", "min": 1, "max": 100, "q": 1},
+        "d": {"distribution": "q_normal", "mu": 5, "sigma": 2, "q": 0.5},
+        "e": {"distribution": "log_normal"},
+        "f": {"distribution": "beta", "a": 2, "b": 3},
+        "g": {"distribution": "q_beta", "q": 0.25},
+        "h": {"values": ["x", "y"], "probabilities": [1.0, 0.0]},
+    }
+    spec = sweep_spec.load_spec(_write(tmp_path, method="random", run_cap=50, parameters=params))
+    points = sweep_spec.random_points(spec, seed=1)
+    assert all(p["a"] in (0, 2, 4, 6, 8, 10) and isinstance(p["a"], int) for p in points)
+    assert all(0.01 <= p["b"] <= 1.0 and 1 <= p["c"] <= 100 and isinstance(p["c"], int) for p in points)
+    assert all((p["d"] * 2).is_integer() and p["e"] > 0 and 0 <= p["f"] <= 1 for p in points)
+    assert all(p["g"] in (0.0, 0.25, 0.5, 0.75, 1.0) and p["h"] == "x" for p in points)
+    assert spec["parameters"]["e"] == {"distribution": "log_normal", "mu": 0.0, "sigma": 1.0}  # W&B's defaults
+
+
+def test_a_grid_without_metric_runs_and_is_ranked_by_what_its_jobs_monitor(tmp_path):
+    params = {"model.hops": {"values": [1, 2]}, **TINY, "trainer.max_epochs": {"value": 1}}
+    out = sweep.run(_write(tmp_path, metric=DROP, run_cap=1, parameters=params))
+    assert [p.parent.name for p in out.glob("*/metrics.json")] == ["0"]  # run_cap=1: the first point only
+    saved = yaml.safe_load((out / "sweep.yaml").read_text())
+    assert saved["spec"]["metric"] == {"name": "val/acc", "goal": "maximize"}  # the QA family's monitor
+    assert "the seed with the highest `val/acc`" in (out / "summary.md").read_text()
+
+
+def test_a_wandb_export_of_a_sweep_without_metric_asks_for_one(tmp_path, capsys):
+    path = _write(tmp_path, metric=DROP)
+    export = tmp_path / "export.csv"
+    export.write_text("Name,State,model.hops,seed,val/acc\nrun-0,finished,1,0,0.5\n")
+    err = _error(capsys, ["report", str(export), "--sweep", str(path)])
+    assert f"{path}: metric: needed to rank a W&B export" in err

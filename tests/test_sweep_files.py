@@ -29,7 +29,7 @@ def _points(spec: dict, groups: set[str]) -> list[dict]:
         for combo in combos
         for key, p in params.items()
         if key not in groups
-        for value in p.get("values", [p.get("value")])
+        for value in sweep_spec.grid_values(p)
     ]
     full = sweep_spec.grid_points(spec)
     return full if len(full) <= len(points) else points  # the whole grid whenever it is no larger

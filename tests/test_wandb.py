@@ -1,16 +1,23 @@
-"""W&B in offline mode, in-process: the resolved config, tags, final metrics, and the same run after a resume."""
+"""W&B in offline mode, in-process: the resolved config, tags, final metrics, the same run after a resume, and
+the fall back to offline (one note, in seconds) when the W&B host cannot be reached."""
 
 from __future__ import annotations
 
+import http.server
 import json
+import os
+import socket
+import threading
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import FAST
+from conftest import FAST, one_line
 from omegaconf import OmegaConf
 
-from attnmem.runtime import run
+from attnmem.runtime import run, wandb_run
 
 wandb = pytest.importorskip("wandb")
 
@@ -85,3 +92,87 @@ def test_a_raising_run_is_finished(compose_cfg, seen, monkeypatch):
     with pytest.raises(RuntimeError, match="boom"):
         run.train(cfg)
     assert len(seen["runs"]) == 1 and wandb.run is None
+
+
+KEY = "0123456789abcdef0123456789abcdef01234567"  # 40 hex characters, the shape of a W&B API key
+
+
+@pytest.fixture
+def online(monkeypatch, tmp_path) -> None:
+    """W&B would go online: a key, no WANDB_MODE, no user settings file (it could name another host)."""
+    monkeypatch.setenv("WANDB_API_KEY", KEY)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb_config"))
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _fallback_note(capsys, host: str, why: str, run_dir: Path) -> None:
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if "W&B at" in line]
+    one_line(line, f"note: W&B at {host} is unreachable ({why}", "logged offline")
+    assert line.endswith(f"wandb sync {run_dir / 'wandb' / 'offline-run-*'}"), line
+
+
+def test_a_key_without_network_falls_back_to_offline_in_seconds_and_the_run_finishes(
+    compose_cfg, tmp_path, seen, online, monkeypatch, capsys
+):
+    host = f"127.0.0.1:{_closed_port()}"  # connection refused, as a machine without network answers at once
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://{host}")
+    start = time.perf_counter()
+    run.train(compose_cfg(*TINY, "trainer.max_epochs=1"))
+    assert time.perf_counter() - start < 60  # online, W&B would wait 90 s and raise
+    assert os.environ["WANDB_MODE"] == "offline"
+    _fallback_note(capsys, host, "Connection refused", tmp_path / "run")
+    (logged,) = seen["runs"]
+    assert list((tmp_path / "run" / "wandb").glob(f"offline-run-*-{logged['id']}"))
+    assert (tmp_path / "run" / "metrics.json").is_file()
+
+
+def test_a_host_that_never_answers_is_given_up_on_after_the_timeout(compose_cfg, tmp_path, online, monkeypatch, capsys):
+    with socket.socket() as silent:  # accepts the connection (the kernel does), never answers a request
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        host = f"127.0.0.1:{silent.getsockname()[1]}"
+        monkeypatch.setenv("WANDB_BASE_URL", f"http://{host}")
+        monkeypatch.setattr(wandb_run, "REACH_SECONDS", 0.5)
+        cfg = compose_cfg("logger=wandb")
+        start = time.perf_counter()
+        wandb_run.choose_mode(cfg)
+        assert time.perf_counter() - start < 3
+    assert os.environ["WANDB_MODE"] == "offline" and cfg.logger.wandb.mode == "offline"
+    _fallback_note(capsys, host, "timed out", tmp_path / "run")
+
+
+def test_a_name_lookup_that_hangs_is_cut_at_the_deadline(monkeypatch):
+    monkeypatch.setattr(urllib.request, "urlopen", lambda *args, **kwargs: time.sleep(5))
+    start = time.perf_counter()
+    assert wandb_run.unreachable("https://api.wandb.ai", 0.2) == "no answer within 0.2 s"
+    assert time.perf_counter() - start < 2  # the timeout and at most a second more
+
+
+def test_a_host_that_answers_keeps_the_run_online(compose_cfg, online, monkeypatch, capsys):
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)  # answers 501
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{server.server_port}")
+        cfg = compose_cfg("logger=wandb")
+        wandb_run.choose_mode(cfg)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "WANDB_MODE" not in os.environ and "mode" not in cfg.logger.wandb
+    assert "W&B at" not in capsys.readouterr().out
+
+
+def test_no_key_logs_offline_without_a_check(compose_cfg, tmp_path, online, monkeypatch, capsys):
+    monkeypatch.delenv("WANDB_API_KEY")
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc
+    monkeypatch.setattr(wandb_run, "unreachable", lambda *args: pytest.fail("checked the host without a key"))
+    wandb_run.choose_mode(compose_cfg("logger=wandb"))
+    assert os.environ["WANDB_MODE"] == "offline"
+    assert "W&B at" not in capsys.readouterr().out

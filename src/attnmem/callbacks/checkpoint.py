@@ -1,4 +1,5 @@
-"""Checkpoints written whole: a temp name in the checkpoint folder, then a rename; `last.ckpt` every epoch."""
+"""Checkpoints written whole (a temp name in the checkpoint folder, then a rename), `last.ckpt` every epoch, and
+a moved or copied run directory that resumes as if it had always been where it is."""
 
 from __future__ import annotations
 
@@ -18,7 +19,28 @@ class AtomicModelCheckpoint(ModelCheckpoint):
     `.ckpt`. Here each file is written to a hidden temp name in its own folder and renamed. Since
     Lightning 2.6, `save_last` refreshes `last.ckpt` only when a top-k checkpoint was saved at the
     same step; resuming needs the latest epoch, so it is saved at every checkpointing point.
+
+    There is one `last.ckpt`, always the newest (no `last-v1.ckpt`: conf sets `enable_version_counter: false`).
+    A run resumed after its directory was moved or copied finds its checkpoints under their new folder:
+    Lightning would keep the old absolute paths and forget the best ones, so they are mapped to the new
+    folder first (those that are there).
     """
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore the checkpoint's state, its paths mapped to this checkpoint folder when the run has moved."""
+        old = state_dict.get("dirpath")
+        if old is None or self.dirpath is None or old == self.dirpath:
+            return super().load_state_dict(state_dict)
+
+        def moved(path: str) -> str:
+            here = Path(self.dirpath) / Path(path).name
+            return str(here) if path and Path(path).parent == Path(old) and here.is_file() else path
+
+        state = dict(state_dict, dirpath=self.dirpath)
+        for key in ("best_model_path", "kth_best_model_path", "last_model_path"):
+            state[key] = moved(state_dict.get(key) or "")
+        state["best_k_models"] = {moved(k): v for k, v in (state_dict.get("best_k_models") or {}).items()}
+        return super().load_state_dict(state)
 
     def _save_checkpoint(self, trainer: Any, filepath: str) -> None:
         with replacing(Path(filepath)) as tmp:  # rank 0 writes; the others' temp names stay unwritten

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import logging
 from collections import defaultdict
 from collections.abc import Callable
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import lightning as L
 import matplotlib.pyplot as plt
-from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
 
 from attnmem.evaluation.plots import learning_curves, save
@@ -21,7 +22,8 @@ class PlotCallback(L.Callback):
     """At the end of fit, writes learning curves and the family's example plots to `<run>/plots/`.
 
     The family module draws its own examples through `plot_examples(datamodule, out_dir, n)`;
-    every figure also goes to the TensorBoard or W&B logger when one is active. A figure that fails
+    every figure also goes to the TensorBoard or W&B logger when one is active. With the CSV logger the curves
+    are read from its `metrics.csv`, so a resumed run draws the epochs before its interruption too. A figure that fails
     (a diverged run's NaN weights, say) is logged in one line and skipped: it never costs the run its metrics.
     """
 
@@ -47,9 +49,10 @@ class PlotCallback(L.Callback):
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._record(trainer)
         out_dir = Path(trainer.default_root_dir) / self.dirname
-        if self.history:
+        history = _logged_history(trainer) or self.history
+        if history:
             path = out_dir / "learning_curves.png"
-            self._draw("learning_curves", lambda: [save(learning_curves(self.history), path)])
+            self._draw("learning_curves", lambda: [save(learning_curves(history), path)])
         if hasattr(pl_module, "plot_examples") and trainer.datamodule is not None and self.num_examples > 0:
             self._draw(
                 f"{type(pl_module).__name__}.plot_examples",
@@ -63,6 +66,26 @@ class PlotCallback(L.Callback):
             self.written += draw() or []
         except Exception as err:  # noqa: BLE001 - a figure is never worth the run's metrics
             log.warning("plot %s skipped: %s: %s", name, type(err).__name__, " ".join(str(err).split()))
+
+
+def _logged_history(trainer: L.Trainer) -> dict[str, dict[int, float]]:
+    # every epoch-level train/val scalar in the CSV logger's file, by epoch (empty without a CSV logger)
+    logger = next((lg for lg in trainer.loggers if isinstance(lg, CSVLogger)), None)
+    if logger is None:
+        return {}
+    logger.save()
+    path = Path(logger.experiment.metrics_file_path)
+    if not path.is_file():
+        return {}
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    history: dict[str, dict[int, float]] = defaultdict(dict)
+    for row in rows:
+        for key, value in row.items():
+            split, _, metric = key.partition("/")
+            if value and row.get("epoch") and split in ("train", "val") and metric and "/" not in metric:
+                history[key][int(row["epoch"])] = float(value)
+    return history
 
 
 def _log_images(logger: object, paths: list[Path]) -> None:

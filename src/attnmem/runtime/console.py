@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -83,9 +84,14 @@ def format_value(key: str, value: float) -> str:
 
 @rank_zero_only
 def print_summary(
-    metrics: dict[str, Any], run_dir: Path, plots: list[Path], steps_per_second: float | None = None
+    metrics: dict[str, Any],
+    run_dir: Path,
+    plots: list[Path],
+    steps_per_second: float | None = None,
+    checkpoint: str | None = None,
 ) -> None:
-    """Print the final metrics, size and speed as one Rich table, then the plots and the run directory in full."""
+    """Print the final metrics, size and speed as one Rich table, then the plots, the checkpoint the metrics
+    come from, and the run directory in full."""
     table = Table(title="run summary", show_header=True, header_style="bold")
     table.add_column("metric", overflow="fold")
     table.add_column("value", justify="right", overflow="fold")
@@ -98,4 +104,15 @@ def print_summary(
     for plot in plots:
         shown = plot.resolve().relative_to(root) if plot.resolve().is_relative_to(root) else plot
         console.print(f"plot: {shown}", soft_wrap=True, highlight=False, markup=False)
+    if checkpoint is not None:
+        console.print(f"checkpoint: {checkpoint}", soft_wrap=True, highlight=False, markup=False)
     console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False, markup=False)
+
+
+@rank_zero_only
+def interrupted(epoch: int, step: int, run_dir: Path, resume_command: str) -> None:
+    """The one line a run stopped by Ctrl-C prints: where it stopped and the command that continues it."""
+    last = run_dir / "checkpoints" / "last.ckpt"
+    how = f"to continue from its last checkpoint, {resume_command}" if last.is_file() else (
+        "it saved no checkpoint yet, so there is nothing to resume: train again in a new hydra.run.dir")
+    print(f"interrupted at epoch {epoch}, step {step}; the run is unfinished: {how}", file=sys.stderr)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -49,7 +50,11 @@ def load_run(run_dir: str | Path) -> LoadedRun:
 
 
 def best_checkpoint(run_dir: Path) -> Path:
-    """The run's best checkpoint, as its `last.ckpt` records it; `last.ckpt` itself when that file is gone."""
+    """The checkpoint a run's metrics.json was computed from (as it names it); for a run whose metrics.json
+    names none, the best one its `last.ckpt` records, or `last.ckpt` itself when that file is gone."""
+    named = _named_checkpoint(run_dir)
+    if named is not None:
+        return named
     last = run_dir / "checkpoints" / "last.ckpt"
     if not last.is_file():
         raise UserError(f"{run_dir} has no checkpoints/last.ckpt (a debug=fdr run saves none): train without debug=fdr")
@@ -58,6 +63,16 @@ def best_checkpoint(run_dir: Path) -> Path:
     # a moved run directory: the recorded absolute path is stale, the file name is not
     candidate = last.parent / Path(best).name if best else last
     return candidate if candidate.is_file() else last
+
+
+def _named_checkpoint(run_dir: Path) -> Path | None:
+    metrics = run_dir / "metrics.json"
+    name = json.loads(metrics.read_text()).get("checkpoint") if metrics.is_file() else None
+    if name is None:
+        return None
+    if not (run_dir / name).is_file():
+        raise UserError(f"{metrics} was computed from {name}, which is gone from {run_dir}: restore that file")
+    return run_dir / name
 
 
 @torch.no_grad()

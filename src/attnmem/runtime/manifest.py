@@ -62,19 +62,37 @@ def _command() -> dict[str, Any]:
     return {"argv": sys.argv, "overrides": overrides, "cwd": os.getcwd()}
 
 
-def write(out_dir: Path, cfg: DictConfig, data_files: Iterable[Path]) -> Path:
-    """Write `manifest.json` into the run directory (beside Hydra's `.hydra/`)."""
+def write(out_dir: Path, cfg: DictConfig, data_files: Iterable[Path], config: dict[str, Any]) -> Path:
+    """Write `manifest.json` into the run directory (beside Hydra's `.hydra/`); `config` is the run's config as
+    it started (unresolved), which a resume is checked against."""
     manifest = {
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": _now(),
         "git": git_state(Path.cwd()),
         "packages": _versions(),
         "command": _command(),
         "seed": cfg.seed,
         "data_files": {str(p): sha256(Path(p)) for p in data_files},
+        "config": config,
     }
     path = out_dir / "manifest.json"
     write_json(path, manifest)
     return path
+
+
+def add_resume(out_dir: Path, checkpoint: str, step: int, changed: dict[str, dict[str, Any]]) -> Path:
+    """Record a resume in the run's manifest: when, from which checkpoint and step, by what command, and the
+    options it changed (those a resume may change)."""
+    path = out_dir / "manifest.json"
+    manifest = read(out_dir)
+    resume = {"at": _now(), "checkpoint": checkpoint, "step": step, "command": _command(),
+              "git": git_state(Path.cwd()), "changed": changed}
+    manifest["resumes"] = [*manifest.get("resumes", []), resume]
+    write_json(path, manifest)
+    return path
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def read(run_dir: Path) -> dict[str, Any]:

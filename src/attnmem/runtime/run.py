@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import os
 import time
 import warnings
 from pathlib import Path
@@ -36,24 +35,34 @@ from attnmem.runtime import (
     legacy,
     manifest,
     option_types,
+    resume,
     run_dir_guard,
+    run_lock,
     wandb_run,
 )
 
 # noise that says nothing about the run: per-step logging is off on purpose, and the rest is advice
 warnings.filterwarnings("ignore", message=".*smaller than the logging interval.*")
 warnings.filterwarnings("ignore", message=".*LeafSpec.*is deprecated.*")
+# a resumed run's checkpoint folder holds its checkpoints: run_dir_guard refuses any other reuse
+warnings.filterwarnings("ignore", message=".*Checkpoint directory .* exists and is not empty.*")
 # evaluating a checkpoint reads its weights only: the callbacks that wrote it have nothing to restore
 warnings.filterwarnings("ignore", message=".*callbacks used to create the checkpoint need to be provided.*")
-logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(lambda r: "litlogger" not in r.getMessage())
+# Lightning's tip about its litlogger, and its Ctrl-C notice (the run prints its own line, with the resume command)
+logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(
+    lambda r: "litlogger" not in r.getMessage() and "Detected KeyboardInterrupt" not in r.getMessage()
+)
 # under DDP: the family modules log sums already reduced across processes (torchmetrics), and
 # distributed.split_batch says once what padding the evaluation splits costs
 warnings.filterwarnings("ignore", message=".*sync_dist=True.*when logging on epoch level.*")
 warnings.filterwarnings("ignore", message=".*Using `DistributedSampler` with the dataloaders.*")
 
 
-def setup(cfg: DictConfig) -> tuple[L.LightningDataModule, L.LightningModule, L.Trainer]:
-    """Seed, then build the datamodule (set up), the family module around the model, and the trainer."""
+def setup(
+    cfg: DictConfig, resume_step: int | None = None
+) -> tuple[L.LightningDataModule, L.LightningModule, L.Trainer]:
+    """Seed, then build the datamodule (set up), the family module around the model, and the trainer (its
+    loggers keeping the history before `resume_step` of a resumed run)."""
     option_types.check_top_level(cfg, "seed", "threads")
     _set_threads(cfg.threads)
     L.seed_everything(cfg.seed, workers=True)
@@ -77,8 +86,8 @@ def setup(cfg: DictConfig) -> tuple[L.LightningDataModule, L.LightningModule, L.
         dims=datamodule.dims,
         **cfg.task,
     )
-    _offline_wandb_without_key(cfg)
-    loggers = [instantiate(c) for c in (cfg.get("logger") or {}).values() if c]
+    wandb_run.choose_mode(cfg)
+    loggers = [instantiate(c, **resume.logger_options(c, resume_step)) for c in (cfg.get("logger") or {}).values() if c]
     callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
     if not cfg.trainer.get("enable_progress_bar", True):
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
@@ -93,26 +102,43 @@ def train(cfg: DictConfig) -> float | None:
     """Train and test the configured model; write metrics.json; return the monitored metric."""
     out_dir = Path(cfg.paths.output_dir)
     _check_max_epochs(cfg.trainer)
-    ckpt_path = _resume_path(cfg, out_dir)
-    checkpoint.allow_checkpoint_globals()
-    wandb_run.continue_run(cfg, ckpt_path)
-    console.print_config_tree(cfg)
-    datamodule, module, trainer = setup(cfg)
-    if trainer.is_global_zero:
-        manifest.write(out_dir, cfg, datamodule.data_files)
-    for logger in trainer.loggers:
-        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+    started_with = OmegaConf.to_container(cfg, resolve=False)
+    with run_lock.held(out_dir):
+        ckpt_path = _resume_path(cfg, out_dir)
+        resuming = ckpt_path is not None and Path(ckpt_path).resolve().is_relative_to(out_dir.resolve())
+        changed = resume.changes(out_dir, cfg) if resuming else {}
+        checkpoint.allow_checkpoint_globals()
+        wandb_run.continue_run(cfg, ckpt_path)
+        console.print_config_tree(cfg)
+        step = resume.step(ckpt_path) if ckpt_path else None
+        datamodule, module, trainer = setup(cfg, resume_step=step)
+        if trainer.is_global_zero and resuming and (out_dir / "manifest.json").is_file():
+            manifest.add_resume(out_dir, str(Path(ckpt_path).resolve().relative_to(out_dir.resolve())), step, changed)
+        elif trainer.is_global_zero:
+            manifest.write(out_dir, cfg, datamodule.data_files, started_with)
+        for logger in trainer.loggers:
+            logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+        metrics = _train_and_test(trainer, module, datamodule, ckpt_path, out_dir)
+    return metrics.get(cfg.monitor)
+
+
+def _train_and_test(
+    trainer: L.Trainer, module: L.LightningModule, datamodule: Any, ckpt_path: str | None, out_dir: Path
+) -> dict[str, Any]:
     try:
         start = time.perf_counter()
-        _fit(trainer, module, datamodule, ckpt_path)
+        _fit(trainer, module, datamodule, ckpt_path, out_dir)
         train_seconds = time.perf_counter() - start
+        best = _best_checkpoint(trainer)
         metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("train/")}
-        metrics |= _evaluate_best(trainer, module, datamodule)
+        metrics |= _evaluate_best(trainer, module, datamodule, ckpt_path=best)
         metrics |= {
             "epoch": trainer.current_epoch,
             "global_step": trainer.global_step,
             "params": sum(p.numel() for p in module.net.parameters()),
             "train_seconds": train_seconds,
+            # the checkpoint these figures come from, as load_run and eval.py run_dir= use it
+            "checkpoint": str(Path(best).resolve().relative_to(out_dir.resolve())) if best else None,
         }
         wandb_run.log_summary(trainer, metrics)
     finally:
@@ -120,11 +146,14 @@ def train(cfg: DictConfig) -> float | None:
     if trainer.is_global_zero:
         write_json(out_dir / "metrics.json", metrics)
         plots = [p for c in trainer.callbacks for p in getattr(c, "written", [])]
-        console.print_summary(metrics, out_dir, plots, steps_per_second=trainer.global_step / train_seconds)
-    return metrics.get(cfg.monitor)
+        figures = {k: v for k, v in metrics.items() if k != "checkpoint"}
+        console.print_summary(figures, out_dir, plots, trainer.global_step / train_seconds, metrics["checkpoint"])
+    return metrics
 
 
-def _fit(trainer: L.Trainer, module: L.LightningModule, datamodule: Any, ckpt_path: str | None) -> None:
+def _fit(
+    trainer: L.Trainer, module: L.LightningModule, datamodule: Any, ckpt_path: str | None, out_dir: Path
+) -> None:
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
     except (MisconfigurationException, RuntimeError) as err:  # checkpointing or early stopping missed the monitor
@@ -132,6 +161,11 @@ def _fit(trainer: L.Trainer, module: L.LightningModule, datamodule: Any, ckpt_pa
         if (refusal := check.refusal(err, trainer)) is None:
             raise
         raise refusal from None
+    except SystemExit:  # Lightning's answer to Ctrl-C (SIGINT): a graceful stop, then exit(1)
+        if not trainer.interrupted:
+            raise
+        console.interrupted(trainer.current_epoch, trainer.global_step, out_dir, resume.command(out_dir))
+        raise SystemExit(130) from None
 
 
 def evaluate(cfg: DictConfig) -> dict[str, float]:
@@ -219,13 +253,16 @@ def _chosen_on_command_line(group: str) -> str | None:
     return None
 
 
+def _best_checkpoint(trainer: L.Trainer) -> str | None:
+    # the checkpoint the run reports: the best by the monitor (none under fast_dev_run: the current weights)
+    ckpt_cb = next((c for c in trainer.callbacks if isinstance(c, ModelCheckpoint)), None)
+    return ckpt_cb.best_model_path if ckpt_cb and ckpt_cb.best_model_path else None
+
+
 def _evaluate_best(
-    trainer: L.Trainer, module: L.LightningModule, datamodule: Any, ckpt_path: str | None = None
+    trainer: L.Trainer, module: L.LightningModule, datamodule: Any, ckpt_path: str | None
 ) -> dict[str, float]:
-    # validation and test both use the best checkpoint (the current weights under fast_dev_run)
-    if ckpt_path is None:
-        ckpt_cb = next((c for c in trainer.callbacks if isinstance(c, ModelCheckpoint)), None)
-        ckpt_path = ckpt_cb.best_model_path if ckpt_cb and ckpt_cb.best_model_path else None
+    # validation and test both use the same checkpoint (the current weights when it is None)
     loading = {"ckpt_path": ckpt_path, "weights_only": True, "verbose": False}
     metrics = dict(trainer.validate(module, datamodule=datamodule, **loading)[0])
     if getattr(datamodule, "has_test", True):
@@ -294,14 +331,6 @@ def _set_threads(threads: int) -> None:
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
     torch.set_num_threads(threads)
-
-
-def _offline_wandb_without_key(cfg: DictConfig) -> None:
-    # W&B raises without credentials; a run with no key stays local instead
-    if "wandb" in (cfg.get("logger") or {}) and not os.environ.get("WANDB_API_KEY"):
-        netrc = Path.home() / ".netrc"
-        if not (netrc.is_file() and "api.wandb.ai" in netrc.read_text()):
-            os.environ.setdefault("WANDB_MODE", "offline")
 
 
 def _finish_wandb(trainer: L.Trainer) -> None:

@@ -4,11 +4,13 @@ Hydra creates the run directory and saves `.hydra/config.yaml` before the task r
 `on_job_start`), so a finished run handed to `train.py` had its config rewritten even when the run itself
 was then refused. `RunDirGuard` (`hydra.callbacks` in conf/hydra/default.yaml) checks in `on_run_start`
 and, for `-m`, in `on_multirun_start`, which come before any directory is made. `attnmem.runtime.run`
-makes the same checks for configs composed without Hydra's command line.
+makes the same checks for configs composed without Hydra's command line. A single run also takes the run
+directory's lock there (`run_lock`), so a second process is refused before Hydra touches the directory.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from attnmem.core.errors import UserError
-from attnmem.runtime import legacy
+from attnmem.runtime import legacy, resume, run_lock
 
 __all__ = ["RunDirGuard", "check_run_dir", "finished"]
 
@@ -29,7 +31,13 @@ class RunDirGuard(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Check `hydra.run.dir` before Hydra creates it or saves the config there."""
         HydraConfig.instance().set_config(config)  # as Hydra's run_job does next: `${hydra:...}` in the path resolves
-        _refuse_on(lambda: check_run_dir(Path(str(config.hydra.run.dir)), config))
+        run_dir = Path(str(config.hydra.run.dir))
+        _refuse_on(lambda: check_run_dir(run_dir, config))
+        _refuse_on(lambda: run_lock.acquire(run_dir))
+
+    def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
+        """Release the lock `on_run_start` took (the run releases it too, when it gets that far)."""
+        run_lock.release(Path(str(config.hydra.run.dir)))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Check `hydra.sweep.dir`, and every run below it, before the sweep's first job."""
@@ -43,7 +51,8 @@ def finished(run_dir: Path) -> bool:
 
 
 def check_run_dir(run_dir: Path, cfg: DictConfig) -> None:
-    """Stop with one line when `run_dir` is a file, a finished run, or a resume that cannot be (train.yaml's keys)."""
+    """Stop with one line when `run_dir` is a file, a finished run, an unfinished one not resumed, or a resume
+    that cannot be (train.yaml's keys)."""
     _check_not_a_file(run_dir, "hydra.run.dir")
     training = "resume" in cfg
     resuming = training and (cfg.get("resume") == "auto" or cfg.get("ckpt_path") == "last")
@@ -61,6 +70,15 @@ def check_run_dir(run_dir: Path, cfg: DictConfig) -> None:
             f"{how} with debug=fdr (trainer.fast_dev_run): a fast dev run saves no checkpoint and resumes none; "
             f"drop debug=fdr to resume this run, or drop {how} for a one-batch check in a new hydra.run.dir"
         )
+    last = run_dir / "checkpoints" / "last.ckpt"
+    requeued = int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0  # distributed.requeued_checkpoint resumes it
+    if training and not resuming and not requeued and last.is_file():
+        raise UserError(
+            f"hydra.run.dir={run_dir} holds an unfinished run ({last.relative_to(run_dir)}): to continue it, add "
+            "resume=auto; for a new run, pass a new hydra.run.dir"
+        )
+    if resuming:
+        resume.changes(run_dir, cfg)
 
 
 def check_sweep_dir(sweep_dir: Path) -> None:

@@ -1,12 +1,27 @@
-"""W&B runs that survive a resume: the run id travels in the checkpoint, final metrics go to the summary."""
+"""W&B runs that survive a resume (the run id travels in the checkpoint), stay local when W&B cannot be reached,
+and get the final metrics in their summary."""
 
 from __future__ import annotations
 
+import os
+import ssl
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlsplit
+
 import lightning as L
 from omegaconf import DictConfig, open_dict
+from rich.markup import escape
 
 from attnmem.callbacks.wandb_run_id import KEY, wandb_logger
-from attnmem.runtime import checkpoint
+from attnmem.runtime import checkpoint, console
+
+# the timeout of the reachability check (which ends within a second more, name lookup included);
+# online, W&B itself would wait 90 s, then raise
+REACH_SECONDS = 10.0
+LOCAL_MODES = ("offline", "dryrun", "disabled")
 
 
 def continue_run(cfg: DictConfig, ckpt_path: str | None) -> None:
@@ -19,6 +34,77 @@ def continue_run(cfg: DictConfig, ckpt_path: str | None) -> None:
         with open_dict(cfg):
             wandb_cfg.id = run_id
             wandb_cfg.resume = "allow"
+
+
+def choose_mode(cfg: DictConfig) -> None:
+    """Log W&B offline when online would fail: without a key, or (with one note) when its host does not answer."""
+    wandb_cfg = (cfg.get("logger") or {}).get("wandb")
+    if not wandb_cfg or wandb_cfg.get("offline") or wandb_cfg.get("mode") in LOCAL_MODES:
+        return
+    if os.environ.get("WANDB_MODE") in LOCAL_MODES:
+        return
+    url = base_url()
+    if not _has_key(url):  # W&B raises without credentials; a run with no key stays local instead
+        os.environ.setdefault("WANDB_MODE", "offline")
+        return
+    problem = unreachable(url, REACH_SECONDS)
+    if problem is None:
+        return
+    os.environ["WANDB_MODE"] = "offline"
+    with open_dict(cfg):  # also for a process whose W&B settings were loaded before (a sweep's later jobs)
+        wandb_cfg.mode = "offline"
+    runs = Path(wandb_cfg.get("save_dir") or wandb_cfg.get("dir") or ".") / "wandb" / "offline-run-*"
+    console.note(
+        escape(
+            f"W&B at {urlsplit(url).netloc or url} is unreachable ({problem}): this run is logged offline; "
+            f"upload it later with: wandb sync {runs}"
+        )
+    )
+
+
+def base_url() -> str:
+    """The W&B server a run would use: WANDB_BASE_URL, else the one `wandb login --host` saved, else W&B's default."""
+    import wandb
+
+    settings = wandb.Settings()
+    config_dir = Path(os.environ.get("WANDB_CONFIG_DIR", "~/.config/wandb")).expanduser()
+    settings.settings_system = str(config_dir / "settings")
+    settings.update_from_system_settings()
+    settings.update_from_env_vars(dict(os.environ))
+    return settings.base_url
+
+
+def _has_key(url: str) -> bool:
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    netrc = Path.home() / ".netrc"
+    hosts = {"api.wandb.ai", urlsplit(url).hostname or url}
+    return netrc.is_file() and any(host in netrc.read_text() for host in hosts)
+
+
+def unreachable(url: str, seconds: float) -> str | None:
+    """Why `url` gives no HTTP answer (a timeout of `seconds`, all ending within `seconds` + 1); None if it answers."""
+    found: list[str | None] = []
+
+    def ask() -> None:
+        try:
+            urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=seconds).close()
+            found.append(None)
+        except urllib.error.HTTPError:  # any HTTP status: the server is there
+            found.append(None)
+        except urllib.error.URLError as err:  # a certificate W&B may accept (its own CA settings): there too
+            found.append(None if isinstance(err.reason, ssl.SSLError) else _reason(err.reason))
+        except (OSError, ValueError) as err:  # a timeout while reading, a malformed URL
+            found.append(_reason(err))
+
+    thread = threading.Thread(target=ask, daemon=True)
+    thread.start()
+    thread.join(seconds + 1)  # a name lookup has no timeout of its own: stop waiting for it too
+    return found[0] if found else f"no answer within {seconds:g} s"
+
+
+def _reason(err: object) -> str:
+    return getattr(err, "strerror", None) or str(err) or type(err).__name__
 
 
 def log_summary(trainer: L.Trainer, metrics: dict[str, float]) -> None:

@@ -24,7 +24,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobStatus
 from hydra.types import HydraContext, RunMode
-from hydra.utils import to_absolute_path
+from hydra.utils import get_class, to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
 from attnmem.core import atomic
@@ -47,7 +47,7 @@ _ABSENT = object()
 
 
 def check_names(spec: dict[str, Any], path: Path, extra: list[str]) -> None:
-    """Every parameter must be a config group or a key of the composed config (or use Hydra's +/~ syntax)."""
+    """Every parameter must be a config group or a key of the composed config (W&B's names have no Hydra +/~)."""
     loader = GlobalHydra.instance().config_loader()
     groups = {k: v for k, v in first_point(spec).items() if loader.get_group_options(k)}
     try:  # the groups' choices decide which keys exist; a bad extra override is reported with the jobs
@@ -55,7 +55,7 @@ def check_names(spec: dict[str, Any], path: Path, extra: list[str]) -> None:
     except Exception:  # noqa: BLE001 - check_jobs names the failing job with Hydra's message
         return
     for name in spec["parameters"]:
-        if name[0] in "+~" or name.startswith("hydra") or name in groups:
+        if name.startswith("hydra") or name in groups:
             continue
         if OmegaConf.select(cfg, name, default=_ABSENT) is _ABSENT:
             raise UserError(f"{path}: parameters.{name}: not a config key or group of {CONFIG_NAME}.yaml")
@@ -68,6 +68,14 @@ def check_jobs(jobs: list[list[str]], path: Path) -> None:
             compose(CONFIG_NAME, overrides=job)
         except Exception as err:  # Hydra raises several types; all mean this job's overrides do not compose
             raise UserError(f"{path}: job {i} ({' '.join(job)}): {str(err).splitlines()[0]}") from None
+
+
+def monitored_metric(job: list[str]) -> dict[str, str]:
+    """The metric a job monitors (`monitor`, else its family's) as a sweep metric: what ranks a file without one."""
+    cfg = compose(CONFIG_NAME, overrides=job)
+    task = get_class(get_class(cfg.data._target_).family_module)
+    mode = cfg.get("mode") or task.mode
+    return {"name": cfg.get("monitor") or task.monitor, "goal": "maximize" if mode == "max" else "minimize"}
 
 
 def train_job(cfg: DictConfig) -> Any:
@@ -125,8 +133,9 @@ def sweep_dir(spec: dict[str, Any], cfg: DictConfig) -> Path:
 
 
 def plan(spec: dict[str, Any], seed: int, extra: list[str]) -> list[list[str]]:
-    """The jobs of a grid or random sweep as override lists (the overrides on the command line last)."""
-    points = grid_points(spec) if spec["method"] == "grid" else random_points(spec, seed)
+    """The jobs of a grid (its first `run_cap` points, as W&B) or random sweep as override lists (the overrides on
+    the command line last)."""
+    points = grid_points(spec)[: spec.get("run_cap")] if spec["method"] == "grid" else random_points(spec, seed)
     return [args_no_hyphens(p) + extra for p in points]
 
 
@@ -152,6 +161,8 @@ def run(
             jobs = plan(spec, seed, extra) if spec["method"] != "bayes" else []
         check_names(spec, path, extra)
         check_jobs(jobs or [args_no_hyphens(first_point(spec)) + extra], path)
+        if "metric" not in spec:  # W&B's grid and random need none; the report ranks by what the jobs monitor
+            spec["metric"] = monitored_metric(jobs[0])
         if dry_run:
             _print_plan(spec, jobs, extra)
             return None

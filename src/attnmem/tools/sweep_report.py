@@ -27,7 +27,11 @@ def load_rows(source: Path, sweep_file: Path | None = None) -> tuple[dict[str, A
     if source.suffix == ".csv":
         if sweep_file is None:
             raise UserError(f"{source}: a CSV export needs --sweep <the sweep file> to know its parameters")
-        return load_spec(sweep_file), _csv_rows(source, load_spec(sweep_file))
+        spec = load_spec(sweep_file)
+        if "metric" not in spec:  # a local sweep ranks by what its jobs monitored; an export does not say
+            example = "{name: val/acc, goal: maximize}"
+            raise UserError(f"{sweep_file}: metric: needed to rank a W&B export, e.g. metric: {example}")
+        return spec, _csv_rows(source, spec)
     saved = source / "sweep.yaml"
     if not saved.is_file():
         raise UserError(f"{source}: no sweep.yaml; not a directory made by python -m attnmem.tools.sweep")

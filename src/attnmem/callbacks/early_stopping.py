@@ -1,0 +1,20 @@
+"""Early stopping that waits for its metric instead of failing before the first validation."""
+
+from __future__ import annotations
+
+import lightning as L
+from lightning.pytorch.callbacks import EarlyStopping as LightningEarlyStopping
+
+
+class EarlyStopping(LightningEarlyStopping):
+    """Lightning's `EarlyStopping`, idle until a metric of its monitor's split (`val/`, `train/`) is logged.
+
+    Lightning checks at the end of every training epoch and fails when the monitor is missing, as it is
+    before the first validation (a run cut short by `trainer.max_steps`, validation switched off). A
+    monitor the family never logs is still refused, in one line, by `MonitorCheck` at the first validation.
+    """
+
+    def _run_early_stopping_check(self, trainer: L.Trainer) -> None:
+        split = self.monitor.partition("/")[0] + "/"
+        if self.monitor in trainer.callback_metrics or any(k.startswith(split) for k in trainer.callback_metrics):
+            super()._run_early_stopping_check(trainer)

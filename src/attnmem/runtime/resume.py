@@ -1,0 +1,122 @@
+"""Resuming a run: which changed options can apply, the step it resumes at, and the command that resumes it.
+
+A checkpoint restores the weights, the optimizer and its schedule, the callbacks' state and the random
+states, so most options of a resumed run cannot change: a changed learning rate would be overwritten by
+the optimizer's restored one while the config and manifest said otherwise. A resume that changes such an
+option is refused, naming the key with its old and new value. Options that only say how long to train,
+on what hardware, or how to show and log it apply as given, and the manifest records them.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import get_class
+from lightning.pytorch.loggers import TensorBoardLogger
+from omegaconf import DictConfig, OmegaConf
+
+from attnmem.callbacks.csv_logger import CSVLogger
+from attnmem.core.errors import UserError
+from attnmem.runtime import checkpoint, manifest
+
+# option prefixes a resumed run may change: how long, on what hardware, what it shows and logs
+ALLOWED = (
+    "trainer.max_epochs",
+    "trainer.max_steps",
+    "trainer.max_time",
+    "trainer.min_epochs",
+    "trainer.min_steps",
+    "trainer.accelerator",
+    "trainer.devices",
+    "trainer.num_nodes",
+    "trainer.strategy",
+    "trainer.precision",
+    "trainer.sync_batchnorm",
+    "trainer.enable_progress_bar",
+    "trainer.enable_model_summary",
+    "trainer.log_every_n_steps",
+    "threads",
+    "print_config",
+    "tags",
+    "logger",
+    "callbacks.progress_bar",
+    "callbacks.plots",
+    "resume",
+    "ckpt_path",
+    "paths",
+    "name",
+    "hydra",
+)
+WHY = {
+    "model": "the checkpoint's weights were trained with it",
+    "attention": "the checkpoint's weights were trained with it",
+    "data": "the run trains on the data it started with",
+    "optimizer": "the checkpoint restores the optimizer's state, learning rate included",
+    "scheduler": "the checkpoint restores the schedule's state",
+}
+
+
+def changes(run_dir: Path, cfg: DictConfig) -> dict[str, dict[str, Any]]:
+    """The options `cfg` changes from those `run_dir`'s run started with, as {key: {old, new}}; stop with one
+    line on a change a resume cannot apply."""
+    started = _started_with(run_dir)
+    if started is None:
+        return {}
+    now = _flat(OmegaConf.to_container(cfg, resolve=False))
+    changed = {
+        k: {"old": started.get(k), "new": now.get(k)}
+        for k in sorted(started.keys() | now.keys())
+        if started.get(k) != now.get(k) and not k.startswith(("hydra", "resume", "ckpt_path"))
+    }
+    refused = {k: v for k, v in changed.items() if not k.startswith(ALLOWED)}
+    if refused:
+        key = next(iter(refused))
+        shown = ", ".join(f"{k}: {v['old']} -> {v['new']}" for k, v in refused.items())
+        why = WHY.get(key.split(".")[0], "a resumed run keeps the options it started with")
+        raise UserError(
+            f"resume=auto cannot change {shown} ({why}): resume with the run's own values (see "
+            f"{run_dir}/.hydra/config.yaml), or train with the new ones in a new hydra.run.dir"
+        )
+    return changed
+
+
+def _started_with(run_dir: Path) -> dict[str, Any] | None:
+    # the manifest's copy of the config at the run's first start; Hydra rewrites .hydra/config.yaml on resume
+    if (run_dir / "manifest.json").is_file() and "config" in (recorded := manifest.read(run_dir)):
+        return _flat(recorded["config"])
+    saved = run_dir / ".hydra" / "config.yaml"
+    return _flat(OmegaConf.to_container(OmegaConf.load(saved), resolve=False)) if saved.is_file() else None
+
+
+def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(tree, dict) and tree:
+        return {k: v for key, sub in tree.items() for k, v in _flat(sub, f"{prefix}{key}.").items()}
+    return {prefix.removesuffix("."): tree}
+
+
+def step(ckpt_path: str | Path) -> int:
+    """The optimizer step a checkpoint resumes at (what the loggers' `step` counts)."""
+    state = checkpoint.load(ckpt_path)
+    loops = state.get("loops", {}).get("fit_loop", {}).get("epoch_loop.state_dict", {})
+    return int(loops.get("_batches_that_stepped", state.get("global_step", 0)))
+
+
+def logger_options(logger_cfg: DictConfig, resume_step: int | None) -> dict[str, Any]:
+    """What a logger needs to continue the history of a run resumed at `resume_step` (nothing for a new run)."""
+    if resume_step is None or "_target_" not in logger_cfg:
+        return {}
+    cls = get_class(logger_cfg._target_)
+    if issubclass(cls, CSVLogger):
+        return {"keep_before": resume_step}
+    # TensorBoard hides the events at and after this step in the earlier files: they are logged again
+    return {"purge_step": resume_step} if issubclass(cls, TensorBoardLogger) else {}
+
+
+def command(run_dir: Path) -> str:
+    """The command line that resumes the run in `run_dir`: this run's overrides, its directory, resume=auto."""
+    overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+    kept = [o for o in overrides if o.partition("=")[0].lstrip("+~") not in ("resume", "ckpt_path")]
+    return shlex.join(["python", "train.py", *kept, f"hydra.run.dir={run_dir}", "resume=auto"])

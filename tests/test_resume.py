@@ -1,0 +1,176 @@
+"""Resuming keeps everything: one `last.ckpt`, the checkpoint metrics.json names, the whole history of every
+logger and of the learning curves, options that cannot change refused and those that can recorded; a run
+shorter than one epoch (`trainer.max_steps`) validated and checkpointed; one process per run directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from conftest import FAST, one_line
+from test_configs import _data_overrides
+from test_run_dir_integrity import _digest, _guard_refuses, _hydra_cfg
+
+from attnmem.callbacks import plots
+from attnmem.callbacks.early_stopping import EarlyStopping
+from attnmem.core.errors import UserError
+from attnmem.runtime import checkpoint, load, run, run_lock
+
+# 60 questions in batches of 32: two steps an epoch
+TINY = [*FAST, "data.source.num_train=60", "data.source.num_val=20", "data.source.num_test=20", "data.batch_size=32"]
+
+
+def _unfinished(compose_cfg, tmp_path: Path, *overrides: str, epochs: int = 2) -> Path:
+    """A run trained `epochs` epochs whose metrics.json is gone: what a run killed after its last save leaves."""
+    out = tmp_path / "unfinished"
+    run.train(compose_cfg(*TINY, f"trainer.max_epochs={epochs}", *overrides, run_dir=out))
+    (out / "metrics.json").unlink()
+    return out
+
+
+def test_an_unfinished_run_reused_without_resume_is_refused(compose_cfg, tmp_path):
+    out = _unfinished(compose_cfg, tmp_path)
+    before = _digest(out)
+    line = _guard_refuses("on_run_start", _hydra_cfg(*TINY, f"hydra.run.dir={out}"))
+    one_line(line, f"hydra.run.dir={out} holds an unfinished run (checkpoints/last.ckpt)", "add resume=auto",
+             "new hydra.run.dir")
+    assert _digest(out) == before
+    with pytest.raises(UserError, match="holds an unfinished run"):
+        run.train(compose_cfg(*TINY, run_dir=out))
+
+
+def test_a_moved_run_resumes_with_one_last_ckpt_and_metrics_name_the_checkpoint_load_run_uses(compose_cfg, tmp_path):
+    moved = Path(shutil.move(_unfinished(compose_cfg, tmp_path), tmp_path / "moved"))
+    run.train(compose_cfg(*TINY, "trainer.max_epochs=4", "resume=auto", run_dir=moved))
+    metrics = json.loads((moved / "metrics.json").read_text())
+    named = moved / metrics["checkpoint"]
+    assert named.parent == moved / "checkpoints" and named.is_file()
+    assert sorted(p.name for p in named.parent.iterdir()) == sorted({named.name, "last.ckpt"})  # no last-v1.ckpt
+    best = checkpoint.load(named)["state_dict"]
+    model = load.load_run(moved).model
+    assert all(torch.equal(v, best[f"net.{k}"]) for k, v in model.state_dict().items())
+    # a run whose metrics.json names a checkpoint that is gone says so, instead of loading another one
+    metrics["checkpoint"] = "checkpoints/epoch099.ckpt"
+    (moved / "metrics.json").write_text(json.dumps(metrics))
+    with pytest.raises(UserError) as err:
+        load.load_run(moved)
+    one_line(str(err.value), "was computed from checkpoints/epoch099.ckpt, which is gone", "restore that file")
+
+
+def test_resume_refuses_options_it_cannot_apply_and_records_those_it_can(compose_cfg, tmp_path):
+    out = _unfinished(compose_cfg, tmp_path)
+    before = _digest(out)
+    refused = {
+        "optimizer.lr=0.0001": ("optimizer.lr: 0.005 -> 0.0001", "restores the optimizer's state"),
+        "model.hops=1": ("model.hops: 3 -> 1", "weights were trained with it"),
+        "data.batch_size=8": ("data.batch_size: 32 -> 8", "the data it started with"),
+        "seed=3": ("seed: 0 -> 3", "keeps the options it started with"),
+    }
+    for override, fragments in refused.items():
+        line = _guard_refuses("on_run_start", _hydra_cfg(*TINY, "trainer.max_epochs=2", override, "resume=auto",
+                                                          f"hydra.run.dir={out}"))
+        one_line(line, "resume=auto cannot change", *fragments, "new hydra.run.dir")
+        with pytest.raises(UserError, match="resume=auto cannot change"):
+            run.train(compose_cfg(*TINY, "trainer.max_epochs=2", override, "resume=auto", run_dir=out))
+    assert _digest(out, skip=".hydra") == {k: v for k, v in before.items() if not k.startswith(".hydra")}
+    run.train(compose_cfg(*TINY, "trainer.max_epochs=3", "threads=2", "resume=auto", run_dir=out))
+    resumes = json.loads((out / "manifest.json").read_text())["resumes"]
+    assert [r["changed"] for r in resumes] == [{"trainer.max_epochs": {"old": 2, "new": 3},
+                                                "threads": {"old": 1, "new": 2}}]
+    assert json.loads((out / "metrics.json").read_text())["epoch"] == 3
+
+
+def test_tensorboard_and_learning_curves_keep_the_epochs_before_a_resume(compose_cfg, tmp_path, monkeypatch):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out = _unfinished(compose_cfg, tmp_path, "logger=tensorboard")
+    drawn = []
+    monkeypatch.setattr(plots, "learning_curves", lambda history: drawn.append(history) or plots.plt.figure())
+    # the learning curves come from the CSV log, so this resume logs to both
+    run.train(compose_cfg(*TINY, "logger=tensorboard", "+logger.csv._target_=attnmem.callbacks.csv_logger.CSVLogger",
+                          f"+logger.csv.save_dir={out}", "+logger.csv.name=csv", "trainer.max_epochs=4",
+                          "resume=auto", run_dir=out))
+    events = EventAccumulator(str(out / "tensorboard")).Reload()
+    steps = [e.step for e in events.Scalars("val/acc")]
+    per_epoch = 2
+    # epochs 0-3 at their last step, then the final evaluation; the first run's final evaluation is purged
+    assert steps == [per_epoch - 1, 2 * per_epoch - 1, 3 * per_epoch - 1, 4 * per_epoch - 1, 4 * per_epoch]
+    assert sorted(drawn[0]["val/acc"]) == [2, 3]  # the CSV log began at the resume: epochs since then
+
+
+def test_learning_curves_of_a_resumed_run_show_every_epoch(compose_cfg, tmp_path, monkeypatch):
+    out = _unfinished(compose_cfg, tmp_path)
+    drawn = []
+    monkeypatch.setattr(plots, "learning_curves", lambda history: drawn.append(history) or plots.plt.figure())
+    run.train(compose_cfg(*TINY, "trainer.max_epochs=4", "resume=auto", run_dir=out))
+    assert sorted(drawn[0]["val/acc"]) == sorted(drawn[0]["train/loss"]) == [0, 1, 2, 3]
+
+
+FAMILIES = [("memn2n", "babi_gen"), ("ntm", "copy"), ("transformer", "reverse"), ("span_baseline", "span_gen"),
+            ("hopfield_pooling_qa", "babi_gen")]
+
+
+@pytest.mark.parametrize(("model", "data"), FAMILIES)
+def test_max_steps_shorter_than_an_epoch_validates_and_checkpoints(compose_cfg, tmp_path, model, data):
+    out = tmp_path / "short"
+    batches = ["data.batch_size=16"] if data == "babi_gen" else []  # every family: two steps an epoch or more
+    run.train(compose_cfg(*FAST, f"model={model}", f"data={data}", *_data_overrides(data, tmp_path), *batches,
+                          "trainer.max_steps=1", run_dir=out))  # as typed: no `+`
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["global_step"] == 1 and metrics["checkpoint"].startswith("checkpoints/epoch000")
+    assert (out / metrics["checkpoint"]).is_file() and (out / "checkpoints" / "last.ckpt").is_file()
+    assert any(k.startswith("val/") for k in metrics)
+
+
+def test_early_stopping_waits_for_its_metric():
+    stopper = EarlyStopping(monitor="val/acc", mode="max")
+    stopper._run_early_stopping_check(SimpleNamespace(callback_metrics={"train/loss": 1.0}, fast_dev_run=False))
+    with pytest.raises(RuntimeError, match="val/acc"):  # validation has run, and the monitor is not among its metrics
+        stopper._run_early_stopping_check(SimpleNamespace(callback_metrics={"val/loss": 1.0}, fast_dev_run=False))
+
+
+def _lock(run_dir: Path, **owner: object) -> Path:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / run_lock.LOCK
+    path.write_text(json.dumps({"host": socket.gethostname(), "slurm_job_id": None,
+                                "started": "2026-12-01T10:00:00+00:00", **owner}))
+    return path
+
+
+def test_a_live_process_lock_is_refused_and_a_dead_one_taken_over_saying_so(tmp_path, capsys):
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        path = _lock(tmp_path / "a", pid=holder.pid)
+        with pytest.raises(UserError) as err:
+            run_lock.acquire(tmp_path / "a")
+        one_line(str(err.value), f"is in use: pid {holder.pid} on host {socket.gethostname()}", "wait for that run")
+        assert json.loads(path.read_text())["pid"] == holder.pid
+    finally:
+        holder.kill()
+        holder.wait()
+    run_lock.acquire(tmp_path / "a")  # the same lock, its process now gone
+    assert "taking over the lock of a process that is gone" in capsys.readouterr().out
+    assert json.loads(path.read_text())["pid"] == os.getpid()
+    run_lock.release(tmp_path / "a")
+    assert not path.exists()
+
+
+def test_another_hosts_lock_is_never_taken_but_its_own_slurm_job_takes_it(tmp_path, monkeypatch, capsys):
+    path = _lock(tmp_path / "b", pid=1, host="node-7", slurm_job_id="4242")
+    with pytest.raises(UserError) as err:
+        run_lock.acquire(tmp_path / "b")
+    one_line(str(err.value), "locked by pid 1 on host node-7 (SLURM job 4242)", "cannot be checked from this host",
+             f"delete {path}")
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")  # the requeued job resuming its own run
+    run_lock.acquire(tmp_path / "b")
+    assert "SLURM job 4242 takes over its own lock" in capsys.readouterr().out
+    assert json.loads(path.read_text())["pid"] == os.getpid()
+    run_lock.release(tmp_path / "b")
