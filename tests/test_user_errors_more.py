@@ -76,7 +76,8 @@ def _evaluate_in(compose_cfg, tmp_path, ckpt, *overrides):
 
 def test_eval_another_models_checkpoint_names_the_model_and_the_keys(compose_cfg, tmp_path, memn2n_ckpt):
     line = _evaluate_in(compose_cfg, tmp_path, memn2n_ckpt, *TINY, "model=rnn_qa")
-    one_line(line, "does not fit the run's config", "RNNQA", "missing: net.encoder", "unexpected: net.")
+    one_line(line, "does not fit the run's config", "the config's model RNNQA but of model MemN2N",
+             "missing: net.encoder", "unexpected: net.")
 
 
 def test_eval_a_checkpoint_of_other_sizes_names_the_keys(compose_cfg, tmp_path, memn2n_ckpt):

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from attnmem.core.errors import UserError
+from attnmem.tasks.hooks import MODEL_KEY
 
 _SHOWN = 3  # keys named per kind of mismatch; the rest are counted
 
@@ -35,7 +36,9 @@ def check_weights(state: dict[str, Any], module: torch.nn.Module, ckpt: Path, ru
         parts = [_brief("missing", missing), _brief("unexpected", unexpected), _brief("shapes differ", shapes)]
         detail = "; ".join(p for p in parts if p)
         model = type(module.net).__name__
-        raise _mismatch(ckpt, run_cfg, f"its weights are not those of the config's model {model} ({detail})")
+        # a checkpoint of attnmem >= 0.2 names the model its weights belong to
+        trained = f" but of model {state[MODEL_KEY].rsplit('.', 1)[-1]}" if state.get(MODEL_KEY) else ""
+        raise _mismatch(ckpt, run_cfg, f"its weights are not those of the config's model {model}{trained} ({detail})")
 
 
 def _mismatch(ckpt: Path, run_cfg: Path, why: str) -> UserError:

@@ -17,6 +17,12 @@ from torch import Tensor
 from attnmem.tasks import optim
 
 STAGES = {"train": "train", "val": "validation", "test": "test"}  # Lightning's name of each split in its hooks
+MODEL_KEY = "attnmem_model"  # the checkpoint's record of the model class its weights belong to
+
+
+def on_save_checkpoint(module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
+    """Record the model's class in the checkpoint, so evaluating it with another model's config names both."""
+    checkpoint[MODEL_KEY] = f"{type(module.net).__module__}.{type(module.net).__qualname__}"
 
 
 def log_epoch(module: L.LightningModule, split: str) -> None:

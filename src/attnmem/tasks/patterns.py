@@ -60,6 +60,7 @@ class PatternsTask(L.LightningModule):
 
     monitor: ClassVar[str] = "val/overlap"
     mode: ClassVar[str] = "max"
+    on_save_checkpoint = hooks.on_save_checkpoint
 
     def __init__(self, net: nn.Module, *, optimizer: Callable[..., torch.optim.Optimizer],
                  scheduler: Callable[..., Any] | None = None, dims: PatternsDims) -> None:
