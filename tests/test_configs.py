@@ -37,7 +37,7 @@ def _data_overrides(data: str, tmp_path: Path) -> list[str]:
             (folder / f"qa1_single-supporting-fact_{split}.txt").write_text("\n".join(lines) + "\n")
         return [f"data.source.data_dir={folder}"]
     if data == "babi_gen":
-        return ["data.source.num_train=60", "data.source.num_val=20", "data.source.num_test=20"]
+        return ["data.source.num_train=60", "data.source.num_val=20", "data.source.num_test=20", "data.batch_size=16"]
     if data == "squad":  # generated span questions written as a SQuAD v1.1 file, one paragraph each, 4 articles
         records = SpanGenerator(num_train=48).records("train")
         qas = [{"context": r.context, "qas": [{"id": r.id, "question": r.question, "answers": [

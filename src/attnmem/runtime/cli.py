@@ -1,4 +1,8 @@
-"""The command-line guard: user mistakes end a run with one line, not a traceback."""
+"""The command-line guard: user mistakes end a run with one line, not a traceback.
+
+Importing this module stays light (no torch, no Lightning): `--help`, `--cfg job` and the errors Hydra finds
+while composing print without them; `guarded` imports the run when there is one to run.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +19,6 @@ from omegaconf import DictConfig
 from omegaconf.errors import MissingMandatoryValue
 
 from attnmem.core.errors import UserError
-from attnmem.runtime import distributed, run
 
 # the user's HYDRA_FULL_ERROR=1 asks for tracebacks; `entry` sets that variable for Hydra, so this one keeps theirs
 FULL_ERROR = "ATTNMEM_FULL_ERROR"
@@ -54,6 +57,8 @@ def one_line(err: CompactHydraException) -> str:
 
 def guarded(cfg: DictConfig, entry: str) -> Any:
     """Run `attnmem.runtime.run.<entry>(cfg)`; print a user error as one line and exit 1 (a multirun goes on)."""
+    from attnmem.runtime import distributed, run  # torch and Lightning: only once a run starts
+
     try:
         with distributed.job_scope():
             return getattr(run, entry)(cfg)
