@@ -42,8 +42,11 @@ def unbroken(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def _start(run_dir: Path) -> subprocess.Popen:
+    # SIGINT back to its default: a test run started in the background (`make test &`) ignores it, and so would
+    # the child it starts, Python then installing no KeyboardInterrupt handler
     return subprocess.Popen([sys.executable, "train.py", *RUN, f"hydra.run.dir={run_dir}"], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _wait_for_epoch(process: subprocess.Popen, run_dir: Path, epoch: int) -> bool:
