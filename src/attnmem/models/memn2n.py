@@ -189,10 +189,11 @@ class MemN2N(nn.Module):
         slot_mask = story.ne(0).any(-1)  # (B, S) True for a real sentence
         time = self.time_index(slot_mask) if self.temporal else None
         u = self.encode(self.B, query).unsqueeze(1)  # (B, 1, d)
+        # a tied embedding (C^k = A^{k+1} adjacent; one A and one C layer-wise) encodes the story once
+        encoded = {id(e): self.encode(e, story) for e in {id(e): e for e in (*self.A, *self.C)}.values()}
         attention = []
         for k in range(self.hops):
-            m = self.encode(self.A[k], story)  # (B, S, d)
-            c = self.encode(self.C[k], story)  # (B, S, d)
+            m, c = encoded[id(self.A[k])], encoded[id(self.C[k])]  # (B, S, d) each
             if time is not None:
                 m, c = m + self.T_A[k](time), c + self.T_C[k](time)
             o, weights = self.address(k, u, m, c, slot_mask.unsqueeze(1))
