@@ -174,3 +174,17 @@ def test_modern_bad_options():
         ModernHopfield(size=4, num_patterns=2, score=Dot, update_steps=0)
     with pytest.raises(ValueError, match="num_patterns, size"):
         ModernHopfield(size=4, num_patterns=2, score=Dot).store(torch.ones(3, 4))
+
+
+def test_modern_retrieval_skips_energies_while_training_and_reuses_each_states_similarities():
+    torch.manual_seed(0)
+    net = ModernHopfield(size=16, num_patterns=4, score=Dot, beta=0.5, update_steps=3)
+    patterns = torch.randn(4, 16).sign()
+    net.store(patterns)
+    probes = patterns * torch.where(torch.rand(4, 16) < 0.3, -1.0, 1.0)
+    full, fast = net.retrieve(probes), net.retrieve(probes, energies=False)
+    assert fast.energy is None and torch.equal(fast.pred, full.pred) and torch.equal(fast.steps, full.steps)
+    assert full.energy.shape == (4, len(full.attention) + 1)
+    assert torch.allclose(full.energy[:, 0], net.energy(probes)) and torch.allclose(full.energy[:, -1], net.energy(full.pred))
+    batch = {"probes": probes, "patterns": patterns}
+    assert net.train()(batch).energy is None and net.eval()(batch).energy is not None

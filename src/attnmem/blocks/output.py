@@ -24,13 +24,14 @@ class Retrieval:
     """What a `patterns` model returns: final states, attention per update step, energy and steps.
 
     `pred (B, N)` are the final states; `energy (B, T+1)` the energy before the first and after
-    each update step (constant once a probe has converged); `steps (B,)` the update steps each probe
+    each update step (constant once a probe has converged), None from a net that skips it while it
+    trains; `steps (B,)` the update steps each probe
     took until it stopped changing; `scores (B, K)`, for a net that attends over its K patterns,
     the logits of its first update (which pattern the probe is taken for).
     """
 
     pred: Tensor
-    energy: Tensor
+    energy: Tensor | None
     steps: Tensor
     attention: list[Tensor] = field(default_factory=list)
     scores: Tensor | None = None

@@ -1,7 +1,7 @@
 """Modern (continuous) Hopfield network, Ramsauer et al. 2020: retrieval is attention over the stored patterns.
 
-`ModernHopfield` retrieves ±1 patterns of the `patterns` family with `attend`, so the `attention`
-group swaps the similarity; its trainable layers are in `attnmem.blocks.hopfield`.
+`ModernHopfield` retrieves ±1 patterns of the `patterns` family by softmax attention over them, its
+similarity the `attention` group's score; its trainable layers are in `attnmem.blocks.hopfield`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from attnmem.attention import attend
+from attnmem.attention import softmax
 from attnmem.blocks.hopfield import Tempered
 from attnmem.blocks.output import Retrieval
 from attnmem.core.float32 import in_float32
@@ -56,37 +56,48 @@ class ModernHopfield(nn.Module):
         self.patterns.copy_(patterns)
         self.stored.fill_(True)
 
-    @in_float32  # the log-sum-exp and ½ξᵀξ are sums over many terms
-    def energy(self, states: Tensor) -> Tensor:
-        """E(ξ) of `states (B, N)`: (B,)."""
-        memory = self.patterns.unsqueeze(0)  # (1, K, N)
-        lse = torch.logsumexp(self.score(states.unsqueeze(0), memory).squeeze(0), dim=-1)  # (B,)
+    @in_float32  # the log-sum-exp and ½ξᵀξ are sums over many terms; the update reads the same scores
+    def similarities(self, states: Tensor) -> Tensor:
+        """β·score(ξ, X) of `states (B, N)` against the stored patterns: (B, K)."""
+        return self.score(states.unsqueeze(0), self.patterns.unsqueeze(0)).squeeze(0)
+
+    def energy(self, states: Tensor, similarities: Tensor | None = None) -> Tensor:
+        """E(ξ) of `states (B, N)`, from their `similarities (B, K)` when given: (B,)."""
+        scores = self.similarities(states) if similarities is None else similarities
+        lse = torch.logsumexp(scores.float(), dim=-1)  # (B,)
         beta, num_patterns = self.score.beta, self.patterns.shape[0]
         largest = self.patterns.norm(dim=-1).max()
-        return -lse / beta + 0.5 * (states * states).sum(-1) + math.log(num_patterns) / beta + 0.5 * largest**2
+        half_norm = 0.5 * (states.float() * states.float()).sum(-1)
+        return -lse / beta + half_norm + math.log(num_patterns) / beta + 0.5 * largest**2
 
     def forward(self, batch: dict[str, Tensor]) -> Retrieval:
         """Retrieve from `batch["probes"] (B, N)`; a net that has stored nothing stores `batch["patterns"]` first."""
         if not self.stored:
             self.store(batch["patterns"])
-        return self.retrieve(batch["probes"])
+        return self.retrieve(batch["probes"], energies=not self.training)  # training needs no energies
 
-    def retrieve(self, probes: Tensor) -> Retrieval:
-        """Update every probe up to `update_steps` times; weights over the K patterns per step in `attention`."""
-        memory = self.patterns.unsqueeze(0)  # (1, K, N): the probes are the queries of one batch
-        states = probes.to(memory.dtype)  # (B, N)
-        energies, attention = [self.energy(states)], []
-        scores = self.score(states.unsqueeze(0), memory).squeeze(0)  # (B, K) the first update's logits
+    def retrieve(self, probes: Tensor, energies: bool = True) -> Retrieval:
+        """Update every probe up to `update_steps` times; weights over the K patterns per step in `attention`,
+        and with `energies` the energy of every state.
+
+        Each state's similarities are computed once: they give its energy and the next update's weights.
+        """
+        states = probes.to(self.patterns.dtype)  # (B, N)
+        scores = first = self.similarities(states)  # (B, K) the first update's logits
+        energy, attention = ([self.energy(states, scores)] if energies else []), []
         steps = torch.zeros(states.shape[0], dtype=torch.long, device=states.device)
-        for _ in range(self.update_steps):
-            new, weights = attend(states.unsqueeze(0), memory, memory, self.score)  # (1, B, N), (1, B, K)
-            new = new.squeeze(0).to(states.dtype)  # the states stay float32 under mixed precision
+        for step in range(self.update_steps):
+            weights = softmax(scores)  # (B, K) eq. 3: ξ ← X softmax(β Xᵀξ)
+            new = (weights @ self.patterns).to(states.dtype)  # (B, N) the states stay float32 under mixed precision
             moving = (new - states).norm(dim=-1) >= self.eps  # (B,)
             steps += moving
             states = new
-            energies.append(self.energy(states))
-            attention.append(weights.squeeze(0))
+            attention.append(weights)
+            if energies or (step + 1 < self.update_steps and moving.any()):  # a next update, or its energy
+                scores = self.similarities(states)
+            if energies:
+                energy.append(self.energy(states, scores))
             if not moving.any():
                 break
-        return Retrieval(pred=states, energy=torch.stack(energies, dim=-1), steps=steps, attention=attention,
-                         scores=scores)
+        stacked = torch.stack(energy, dim=-1) if energies else None
+        return Retrieval(pred=states, energy=stacked, steps=steps, attention=attention, scores=first)

@@ -42,8 +42,9 @@ def energy_monotone(energy: Tensor) -> Tensor:
 
 
 SPLITS = ("train", "val", "test")
-# per split: sums of overlap, exact recalls, update steps, monotone energies and loss, probes; the smallest overlap
-FIELDS = ("overlap", "recalled", "steps", "monotone", "loss", "count")
+# per split: sums of overlap, exact recalls, update steps, monotone energies (of the probes with energies), loss,
+# probes; the smallest overlap
+FIELDS = ("overlap", "recalled", "steps", "monotone", "energies", "loss", "count")
 
 
 class PatternsTask(L.LightningModule):
@@ -91,10 +92,12 @@ class PatternsTask(L.LightningModule):
             losses = F.cross_entropy(out.scores, batch["targets"], reduction="none")  # (B,)
         overlap = overlaps(out.pred.detach(), batch["patterns"][batch["targets"]])  # (B,)
         loss_sum = losses.detach().sum() if losses is not None else overlap.new_zeros(())
-        recalled, monotone = overlap >= 1 - 1e-6, energy_monotone(out.energy.detach())
+        recalled = overlap >= 1 - 1e-6
+        # a net may skip its energies while it trains: then the split logs no energy_monotone
+        monotone = energy_monotone(out.energy.detach()) if out.energy is not None else overlap.new_zeros(0)
         sums = self.sums[f"{split}_sums"]
-        sums.add(torch.stack([overlap.double().sum(), recalled.sum(), out.steps.sum(), monotone.sum(), loss_sum,
-                              overlap.new_tensor(len(overlap))]))
+        sums.add(torch.stack([overlap.double().sum(), recalled.sum(), out.steps.sum(), monotone.sum(),
+                              overlap.new_tensor(len(monotone)), loss_sum, overlap.new_tensor(len(overlap))]))
         sums.lower("overlap_min", overlap.min().double())
         return losses.mean() if losses is not None else None
 
@@ -110,9 +113,11 @@ class PatternsTask(L.LightningModule):
             return {}
         logged = {"overlap": sums["overlap"] / count, "overlap_min": sums["overlap_min"],
                   "recall": sums["recalled"] / count, "steps": sums["steps"] / count,
-                  "energy_monotone": sums["monotone"] / count, "loss": sums["loss"] / count}
+                  "energy_monotone": sums["monotone"] / sums["energies"].clamp_min(1), "loss": sums["loss"] / count}
         if not self.trainable:
             del logged["loss"]
+        if not sums["energies"]:  # a net that skips its energies while it trains
+            del logged["energy_monotone"]
         return {f"{split}/{k}": v for k, v in logged.items()}
 
     def on_train_epoch_end(self) -> None:
