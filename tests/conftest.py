@@ -67,6 +67,18 @@ def compose_into(out: Path, *overrides: str, config_name: str = "train") -> Dict
     return job_cfg
 
 
+def train_once(tmp_path_factory: pytest.TempPathFactory, name: str, *overrides: str) -> Path:
+    """Train `train.yaml` with overrides into a fresh run directory (for a module-scoped fixture); its path."""
+    from attnmem.runtime import run  # torch and Lightning, for the tests that train
+
+    out = tmp_path_factory.mktemp(name) / "run"
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        run.train(compose_into(out, *overrides))
+    GlobalHydra.instance().clear()
+    return out
+
+
 @pytest.fixture
 def compose_cfg(tmp_path: Path) -> Iterator[Callable[..., DictConfig]]:
     """Compose `train.yaml` with overrides, its run directory in tmp_path; Hydra stays initialised."""

@@ -15,9 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import CONF, FAST, ROOT, cli_error, compose_into, one_line
-from hydra import initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
+from conftest import FAST, ROOT, cli_error, one_line, train_once
 from test_run_dir_integrity import _digest, _guard_refuses, _hydra_cfg
 
 from attnmem.runtime import checkpoint, run
@@ -33,12 +31,7 @@ def _metrics(run_dir: Path) -> dict:
 @pytest.fixture(scope="module")
 def unbroken(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The run trained without a fault, once for the module."""
-    out = tmp_path_factory.mktemp("unbroken") / "run"
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        run.train(compose_into(out, *RUN))
-    GlobalHydra.instance().clear()
-    yield out
+    yield train_once(tmp_path_factory, "unbroken", *RUN)
 
 
 def _start(run_dir: Path) -> subprocess.Popen:

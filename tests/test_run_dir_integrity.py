@@ -15,10 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import CONF, FAST, ROOT, compose_into, one_line
-from hydra import compose, initialize_config_dir
+from conftest import FAST, ROOT, one_line, train_once
+from hydra import compose
 from hydra._internal.callbacks import Callbacks
-from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
 from attnmem.core.errors import UserError
@@ -45,12 +44,7 @@ def _digest(run_dir: Path, skip: str | None = None) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """One finished run (trained once for the module); tests work on copies of it."""
-    out = tmp_path_factory.mktemp("finished") / "run"
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        run.train(compose_into(out, *TINY))
-    GlobalHydra.instance().clear()
-    yield out
+    yield train_once(tmp_path_factory, "finished", *TINY)
 
 
 @pytest.fixture
