@@ -174,3 +174,16 @@ def test_another_hosts_lock_is_never_taken_but_its_own_slurm_job_takes_it(tmp_pa
     assert "SLURM job 4242 takes over its own lock" in capsys.readouterr().out
     assert json.loads(path.read_text())["pid"] == os.getpid()
     run_lock.release(tmp_path / "b")
+
+
+def test_a_requeued_slurm_job_takes_its_own_lock_over_and_resumes_its_run(compose_cfg, tmp_path, monkeypatch, capsys):
+    out = _unfinished(compose_cfg, tmp_path)
+    _lock(out, pid=1, host="node-3", slurm_job_id="777")  # the first attempt, killed at its time limit elsewhere
+    monkeypatch.setenv("SLURM_JOB_ID", "777")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")  # submitit requeued the job: same overrides, no resume=auto
+    run.train(compose_cfg(*TINY, "trainer.max_epochs=3", run_dir=out))
+    said = " ".join(capsys.readouterr().out.split())
+    assert "SLURM job 777 takes over its own lock" in said and "SLURM requeued this job (restart 1)" in said
+    assert json.loads((out / "metrics.json").read_text())["epoch"] == 3 and not (out / run_lock.LOCK).exists()
+    assert [r["checkpoint"] for r in json.loads((out / "manifest.json").read_text())["resumes"]] == [
+        "checkpoints/last.ckpt"]
