@@ -394,3 +394,10 @@ def test_a_wandb_export_of_a_sweep_without_metric_asks_for_one(tmp_path, capsys)
     export.write_text("Name,State,model.hops,seed,val/acc\nrun-0,finished,1,0,0.5\n")
     err = _error(capsys, ["report", str(export), "--sweep", str(path)])
     assert f"{path}: metric: needed to rank a W&B export" in err
+
+
+def test_early_terminate_is_accepted_and_said_to_be_w_and_bs_only(tmp_path, capsys):
+    path = _write(tmp_path, early_terminate={"type": "hyperband", "min_iter": 3})
+    sweep.main([str(path), "--dry-run"])
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and "early_terminate is applied by W&B's agent only" in notes[0] and str(path) in notes[0]

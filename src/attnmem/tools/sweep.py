@@ -163,6 +163,9 @@ def run(
         check_jobs(jobs or [args_no_hyphens(first_point(spec)) + extra], path)
         if "metric" not in spec:  # W&B's grid and random need none; the report ranks by what the jobs monitor
             spec["metric"] = monitored_metric(jobs[0])
+        if "early_terminate" in spec:
+            print(f"note: {path}: early_terminate is applied by W&B's agent only; the local runner trains every "
+                  "job to its end (each job's own early stopping still applies)")
         if dry_run:
             _print_plan(spec, jobs, extra)
             return None
