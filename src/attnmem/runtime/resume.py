@@ -15,12 +15,10 @@ from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_class
-from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
-from attnmem.callbacks.csv_logger import CSVLogger
 from attnmem.core.errors import UserError
-from attnmem.runtime import checkpoint, manifest
+from attnmem.runtime import manifest
 
 # option prefixes a resumed run may change: how long, on what hardware, what it shows and logs
 ALLOWED = (
@@ -99,6 +97,8 @@ def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
 
 def step(ckpt_path: str | Path) -> int:
     """The optimizer step a checkpoint resumes at (what the loggers' `step` counts)."""
+    from attnmem.runtime import checkpoint  # torch: Hydra's run_dir_guard imports this module before any run
+
     state = checkpoint.load(ckpt_path)
     loops = state.get("loops", {}).get("fit_loop", {}).get("epoch_loop.state_dict", {})
     return int(loops.get("_batches_that_stepped", state.get("global_step", 0)))
@@ -108,6 +108,10 @@ def logger_options(logger_cfg: DictConfig, resume_step: int | None) -> dict[str,
     """What a logger needs to continue the history of a run resumed at `resume_step` (nothing for a new run)."""
     if resume_step is None or "_target_" not in logger_cfg:
         return {}
+    from lightning.pytorch.loggers import TensorBoardLogger  # Lightning: only once a run builds its loggers
+
+    from attnmem.callbacks.csv_logger import CSVLogger
+
     cls = get_class(logger_cfg._target_)
     if issubclass(cls, CSVLogger):
         return {"keep_before": resume_step}

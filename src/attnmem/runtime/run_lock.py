@@ -17,13 +17,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from lightning.fabric.utilities.rank_zero import _get_rank
-
 from attnmem.core.atomic import write_json
 from attnmem.core.errors import UserError
-from attnmem.runtime import console
 
 LOCK = ".lock"
+# where a launcher says which process this is (Lightning's, SLURM's, jsrun's); none set: the only one, rank 0
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK")
 
 
 @contextmanager
@@ -38,7 +37,7 @@ def held(run_dir: Path) -> Iterator[None]:
 
 def acquire(run_dir: Path) -> None:
     """Take `run_dir`'s lock for this process, or stop with one line naming the process that holds it."""
-    if _get_rank() not in (None, 0):
+    if _rank() != 0:
         return
     path = run_dir / LOCK
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -56,6 +55,11 @@ def release(run_dir: Path) -> None:
     path = run_dir / LOCK
     if path.is_file() and _owner(path).get("pid") == os.getpid() and _owner(path).get("host") == socket.gethostname():
         path.unlink(missing_ok=True)
+
+
+def _rank() -> int:
+    # read from the environment, as Lightning does, so the command line's check imports no Lightning
+    return next((int(os.environ[v]) for v in RANK_VARIABLES if os.environ.get(v, "").isdigit()), 0)
 
 
 def _me() -> dict[str, Any]:
@@ -83,9 +87,9 @@ def _take_over(path: Path, owner: dict[str, Any]) -> None:
     who += f" (SLURM job {owner['slurm_job_id']})" if owner.get("slurm_job_id") else ""
     who += f", started {owner['started']}" if owner.get("started") else ""
     if me["slurm_job_id"] and owner.get("slurm_job_id") == me["slurm_job_id"]:
-        console.note(f"{path.parent}: SLURM job {me['slurm_job_id']} takes over its own lock ({who})")
+        taking = f"SLURM job {me['slurm_job_id']} takes over its own lock ({who})"
     elif owner.get("host") == me["host"] and isinstance(owner.get("pid"), int) and not _alive(owner["pid"]):
-        console.note(f"{path.parent}: taking over the lock of a process that is gone ({who}; killed or crashed)")
+        taking = f"taking over the lock of a process that is gone ({who}; killed or crashed)"
     elif owner.get("host") == me["host"] or not owner:
         raise UserError(
             f"hydra.run.dir={path.parent} is in use: {who if owner else 'another process'} trains into it "
@@ -96,6 +100,9 @@ def _take_over(path: Path, owner: dict[str, Any]) -> None:
             f"hydra.run.dir={path.parent} is locked by {who}, which cannot be checked from this host: wait for "
             f"that run to end; if it is no longer running, delete {path} and run again"
         )
+    from attnmem.runtime import console  # Rich and Lightning: not for a refusal, which the command line prints
+
+    console.note(f"{path.parent}: {taking}")
     write_json(path, me)
 
 
