@@ -53,7 +53,8 @@ def acquire(run_dir: Path) -> None:
 def release(run_dir: Path) -> None:
     """Remove `run_dir`'s lock if this process holds it."""
     path = run_dir / LOCK
-    if path.is_file() and _owner(path).get("pid") == os.getpid() and _owner(path).get("host") == socket.gethostname():
+    owner = _owner(path) if path.is_file() else {}
+    if owner.get("pid") == os.getpid() and owner.get("host") == socket.gethostname():
         path.unlink(missing_ok=True)
 
 
