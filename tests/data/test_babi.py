@@ -185,6 +185,20 @@ def test_datamodule_contract(tmp_path):
     assert dm.words(test["story"][0, 0]) == "fact 4" and dm.words(test["query"][0]) == "where is <unk>"
 
 
+def test_fit_memory_sizes_the_memory_by_the_longest_training_story(tmp_path):
+    # the MemN2N reference code's rule: min(memory_size, longest training story) slots (training stories
+    # here have 2-5 statements; the test story has 7 and keeps its last 5)
+    fitted = fixture_module(tmp_path, memory_size=50, fit_memory=True, cache=True)
+    assert fitted.dims.memory_size == 5 and fitted.state_dict()["memory_size"] == 5
+    test = fitted.qa.splits["test"]["story"]
+    assert test.shape[1] == 5 and fitted.words(test[0, 0]) == "fact 3" and fitted.words(test[0, 4]) == "fact 7"
+    assert fixture_module(tmp_path, memory_size=4, fit_memory=True).dims.memory_size == 4  # the cap still holds
+    wide = fixture_module(tmp_path, memory_size=50, cache=True)  # not fitted: another cache entry, 50 slots
+    assert wide.dims.memory_size == 50 and len(list((tmp_path / "cache" / "babi").glob("babi-*.pt"))) == 2
+    with pytest.raises(UserError, match="trained with 5 memory slots.*data.memory_size=5 data.fit_memory=false"):
+        wide.load_state_dict(fitted.state_dict())
+
+
 def test_shuffle_follows_seed_everything(tmp_path):
     dm = fixture_module(tmp_path)
 
@@ -320,6 +334,15 @@ def test_real_tasks_1_and_4():
     assert len({ex.story_key for ex in examples}) == 919  # README: 81 of the 1000 stories are repeats
     train, val = split_stories(examples, 0.1, seed=0)
     assert not {examples[i].story_key for i in train} & {examples[i].story_key for i in val}
+
+
+@needs_real
+def test_real_fitted_memory_sizes_are_the_reference_codes():
+    # min(50, longest training story): task 19 gets 5 slots, task 1 10, task 6 26, task 3 the cap
+    sizes = {t: babi_module(str(REAL / "en"), tasks=[t], fit_memory=True, cache=False) for t in (1, 3, 6, 19)}
+    for dm in sizes.values():
+        dm.setup()
+    assert {t: dm.dims.memory_size for t, dm in sizes.items()} == {1: 10, 3: 50, 6: 26, 19: 5}
 
 
 @needs_real

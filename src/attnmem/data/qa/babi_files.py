@@ -106,7 +106,7 @@ class BabiFiles:
         """Download the files if asked and missing (once, on the first process)."""
         ensure_babi(self.data_dir, self.download)
 
-    def load(self, tasks: list[int], memory_size: int) -> QAData:
+    def load(self, tasks: list[int], memory_size: int, *, fit_memory: bool = False) -> QAData:
         """The tasks' train, validation and (when every task has a test file) test tensors."""
         ensure_babi(self.data_dir, self.download)
         train, test = find_task_files(self.data_dir, tasks)
@@ -116,23 +116,26 @@ class BabiFiles:
             test = {}
         self.data_files = [*train.values(), *test.values()]
         if not self.cache:
-            return self._build(train, test, memory_size)
-        return self._cached(train, test, tasks, memory_size)
+            return self._build(train, test, memory_size, fit_memory)
+        return self._cached(train, test, tasks, memory_size, fit_memory)
 
-    def _cached(self, train: dict[int, Path], test: dict[int, Path], tasks: list[int], memory_size: int) -> QAData:
+    def _cached(self, train: dict[int, Path], test: dict[int, Path], tasks: list[int], memory_size: int,
+                fit_memory: bool) -> QAData:
         """Load the tensors from the cache, or build and save them there."""
         options = {"tasks": tasks, "memory_size": memory_size, "val_fraction": self.val_fraction,
                    "split_seed": self.split_seed}
+        if fit_memory:  # absent when off, so the caches of earlier runs stay valid
+            options["fit_memory"] = True
         path = tensor_path(self.data_files, options, self.cache_dir)
         cached = load_cached(path) if path is not None else None
         if cached is not None:
             return cached
-        qa = self._build(train, test, memory_size)
+        qa = self._build(train, test, memory_size, fit_memory)
         if path is not None:
             save_cached(qa, path)
         return qa
 
-    def _build(self, train: dict[int, Path], test: dict[int, Path], memory_size: int) -> QAData:
+    def _build(self, train: dict[int, Path], test: dict[int, Path], memory_size: int, fit_memory: bool) -> QAData:
         """Parse the files, split off validation, build the vocabularies and tensors."""
         examples = [ex for task, path in train.items() for ex in _read(path, task)]
         train_ids, val_ids = split_stories(examples, self.val_fraction, self.split_seed)
@@ -141,7 +144,7 @@ class BabiFiles:
         tests = [ex for task, path in test.items() for ex in _read(path, task)]
         if tests:
             splits["test"] = tests
-        return QAData.from_examples(splits, examples, memory_size=memory_size)
+        return QAData.from_examples(splits, examples, memory_size=memory_size, fit_memory=fit_memory)
 
     def _check_split(self, splits: dict[str, list[Example]], stories: int) -> None:
         """One line when the training stories leave no training or no validation question."""

@@ -184,10 +184,10 @@ class BabiGenerator:
     def prepare(self) -> None:
         """Nothing to fetch: the stories are generated in `load`."""
 
-    def load(self, tasks: list[int], memory_size: int) -> QAData:
+    def load(self, tasks: list[int], memory_size: int, *, fit_memory: bool = False) -> QAData:
         """The tasks' generated train, validation and test tensors, vocabularies from the training split."""
         splits = {split: self._examples(tasks, split, size) for split, size in self.sizes.items()}
-        return QAData.from_examples(splits, splits["train"], memory_size=memory_size)
+        return QAData.from_examples(splits, splits["train"], memory_size=memory_size, fit_memory=fit_memory)
 
     def _examples(self, tasks: list[int], split: str, per_task: int) -> list[Example]:
         """Generate the split's text for every task and parse it like a file."""

@@ -25,8 +25,9 @@ class QASource(Protocol):
     def prepare(self) -> None:
         """Fetch what `load` needs (called once, on the first process)."""
 
-    def load(self, tasks: list[int], memory_size: int) -> QAData:
-        """The tasks' vectorised splits ("train", "val", optionally "test") and their vocabularies."""
+    def load(self, tasks: list[int], memory_size: int, *, fit_memory: bool = False) -> QAData:
+        """The tasks' vectorised splits ("train", "val", optionally "test") and their vocabularies; `fit_memory`:
+        min(`memory_size`, the longest training story) slots."""
 
 
 def parse_tasks(tasks: Sequence[int] | int | str, allowed: Sequence[int]) -> list[int]:
@@ -55,14 +56,15 @@ class QADataModule(L.LightningDataModule):
     family_module: ClassVar[str] = "attnmem.tasks.qa.QATask"
 
     def __init__(self, *, source: QASource, tasks: Sequence[int] | int | str = (1,), memory_size: int = 50,
-                 batch_size: int = 32, num_workers: int = 0) -> None:
+                 fit_memory: bool = False, batch_size: int = 32, num_workers: int = 0) -> None:
         super().__init__()
         for name, value, low in (("memory_size", memory_size, 1), ("batch_size", batch_size, 1),
                                  ("num_workers", num_workers, 0)):
             if value < low:
                 raise ValueError(f"data.{name} must be in [{low}, inf], got {value}")
         self.source, self.tasks = source, parse_tasks(tasks, source.supported_tasks)
-        self.memory_size, self.batch_size, self.num_workers = memory_size, batch_size, num_workers
+        self.memory_size, self.fit_memory = memory_size, fit_memory
+        self.batch_size, self.num_workers = batch_size, num_workers
         self._qa: QAData | None = None
         self._state: dict[str, Any] | None = None  # a checkpoint's vocabularies, applied once data is built
 
@@ -72,7 +74,7 @@ class QADataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self._qa is not None:
             return
-        self._qa = self.source.load(self.tasks, self.memory_size)
+        self._qa = self.source.load(self.tasks, self.memory_size, fit_memory=self.fit_memory)
         if self._state is not None:
             self._qa = self._qa.adopt(self._state)
 

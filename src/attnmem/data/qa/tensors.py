@@ -126,9 +126,15 @@ class QAData:
     splits: dict[str, dict[str, Tensor]]  # "train"/"val"/"test" -> story (N, S, L), query (N, Lq), answer, task
 
     @classmethod
-    def from_examples(cls, splits: dict[str, list[Example]], seen: Sequence[Example], *, memory_size: int) -> QAData:
-        """Vocabularies from the `seen` examples, widths from every split's longest sentence and query, then tensors."""
+    def from_examples(cls, splits: dict[str, list[Example]], seen: Sequence[Example], *, memory_size: int,
+                      fit_memory: bool = False) -> QAData:
+        """Vocabularies from the `seen` examples, widths from every split's longest sentence and query, then tensors.
+
+        `fit_memory`: min(`memory_size`, the longest `seen` story) slots, the MemN2N reference code's rule.
+        """
         every = [ex for examples in splits.values() for ex in examples]
+        if fit_memory:
+            memory_size = min(memory_size, max((len(ex.story) for ex in seen), default=1) or 1)
         shape = {"memory_size": memory_size,
                  "sentence_len": max((len(s) for ex in every for s in ex.story), default=1) or 1,
                  "query_len": max((len(ex.query) for ex in every), default=1) or 1}
@@ -160,8 +166,8 @@ class QAData:
         if mine == state:
             return self
         if state["memory_size"] != mine["memory_size"]:
-            raise UserError(f"the checkpoint was trained with data.memory_size={state['memory_size']}, "
-                            f"not {mine['memory_size']}: set data.memory_size={state['memory_size']}")
+            raise UserError(f"the checkpoint was trained with {state['memory_size']} memory slots, these data have "
+                            f"{mine['memory_size']}: set data.memory_size={state['memory_size']} data.fit_memory=false")
         if mine["sentence_len"] > state["sentence_len"] or mine["query_len"] > state["query_len"]:
             log.warning("sentences and queries are cut to the checkpoint's %d and %d words (these data have %d and %d)",
                         state["sentence_len"], state["query_len"], mine["sentence_len"], mine["query_len"])
