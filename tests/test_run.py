@@ -74,6 +74,7 @@ def test_metrics_manifest_and_plots_are_written(compose_cfg, tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert set(manifest) >= {"git", "packages", "command", "data_files", "seed"}
     assert manifest["packages"]["torch"] and "dirty" in manifest["git"]
+    assert manifest["examples"] == {"train": 200, "val": 100, "test": 100}  # a validation figure's standard error
     assert (out / "checkpoints" / "last.ckpt").is_file()
     assert (out / "plots" / "learning_curves.png").is_file()
     assert (out / "plots" / "attention_0.png").is_file()

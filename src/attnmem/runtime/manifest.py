@@ -8,7 +8,7 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Sized
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -62,7 +62,7 @@ def _command() -> dict[str, Any]:
     return {"argv": sys.argv, "overrides": overrides, "cwd": os.getcwd()}
 
 
-def write(out_dir: Path, cfg: DictConfig, data_files: Iterable[Path], config: dict[str, Any]) -> Path:
+def write(out_dir: Path, cfg: DictConfig, datamodule: Any, config: dict[str, Any]) -> Path:
     """Write `manifest.json` into the run directory (beside Hydra's `.hydra/`); `config` is the run's config as
     it started (unresolved), which a resume is checked against."""
     manifest = {
@@ -71,12 +71,24 @@ def write(out_dir: Path, cfg: DictConfig, data_files: Iterable[Path], config: di
         "packages": _versions(),
         "command": _command(),
         "seed": cfg.seed,
-        "data_files": {str(p): sha256(Path(p)) for p in data_files},
+        "data_files": {str(p): sha256(Path(p)) for p in datamodule.data_files},
+        "examples": split_sizes(datamodule),
         "config": config,
     }
     path = out_dir / "manifest.json"
     write_json(path, manifest)
     return path
+
+
+def split_sizes(datamodule: Any) -> dict[str, int]:
+    """Examples per split of a set-up datamodule, for the splits whose dataset has a length (a figure's
+    standard error needs it)."""
+    sizes = {}
+    for split in ("train", "val", "test"):
+        loader = getattr(datamodule, f"{split}_dataloader")()
+        if isinstance(getattr(loader, "dataset", None), Sized):
+            sizes[split] = len(loader.dataset)
+    return sizes
 
 
 def add_resume(out_dir: Path, checkpoint: str, step: int, changed: dict[str, dict[str, Any]]) -> Path:

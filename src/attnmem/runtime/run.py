@@ -115,7 +115,7 @@ def train(cfg: DictConfig) -> float | None:
         if trainer.is_global_zero and resuming and (out_dir / "manifest.json").is_file():
             manifest.add_resume(out_dir, str(Path(ckpt_path).resolve().relative_to(out_dir.resolve())), step, changed)
         elif trainer.is_global_zero:
-            manifest.write(out_dir, cfg, datamodule.data_files, started_with)
+            manifest.write(out_dir, cfg, datamodule, started_with)
         for logger in trainer.loggers:
             logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
         metrics = _train_and_test(trainer, module, datamodule, ckpt_path, out_dir)
