@@ -37,6 +37,11 @@ def greedy(model: Decodable, src: Tensor, *, max_len: int, bos_id: int, eos_id: 
     return torch.stack(out, 1)  # (B, T)
 
 
+def gnmt_penalty(length: Tensor, alpha: float) -> Tensor:
+    """GNMT length penalty lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016, eq. 14); α = 0 gives 1, no penalty."""
+    return ((5.0 + length.float()) / 6.0) ** alpha
+
+
 @torch.no_grad()
 def beam(
     model: Decodable,
@@ -49,31 +54,37 @@ def beam(
     pad_id: int = 0,
     length_penalty: float = 0.0,
 ) -> Tensor:
-    """Beam search: keep the `beam_size` most probable prefixes per source; return the best finished one.
+    """Beam search: keep the `beam_size` best prefixes per source at every step; return the best one at the end.
 
-    A hypothesis scores its summed log-probability divided by `length ** length_penalty` (0: no
-    normalisation; 1: per-token average), its length counting the eos. Finished hypotheses stay in
-    the beam and compete with the open ones until all are finished or `max_len` is reached.
+    A hypothesis Y ranks by log P(Y | X) / lp(Y) with the GNMT penalty lp(Y) = ((5 + |Y|) / 6)^α (Wu et al.
+    2016, eq. 14; α = `length_penalty`, 0: raw log-probability), |Y| counting the eos. The same ranking picks
+    the survivors at every step and the final answer: finished hypotheses keep their length and score, stay
+    in the beam and compete with the open ones until all are finished or `max_len` is reached.
     """
     if beam_size < 1:
         raise ValueError(f"decode.beam_size must be >= 1, got {beam_size}")
     batch, k = src.shape[0], beam_size
     state = {name: t.repeat_interleave(k, 0) for name, t in model.encode(src).items()}  # (B*k, ...)
     tokens = torch.full((batch * k,), bos_id, dtype=torch.long, device=src.device)
-    scores = torch.full((batch, k), float("-inf"), device=src.device)
+    scores = torch.full((batch, k), float("-inf"), device=src.device)  # summed log-probabilities
     scores[:, 0] = 0.0  # one live prefix at the start, so the first step does not pick k copies of one token
     done = torch.zeros(batch, k, dtype=torch.bool, device=src.device)
+    lengths = torch.zeros(batch, k, dtype=torch.long, device=src.device)  # |Y|, eos included
     history = torch.empty(batch, k, 0, dtype=torch.long, device=src.device)
-    for _ in range(max_len):
+    for step in range(1, max_len + 1):
         logits, state = model.decode_step(state, tokens)
         logp = torch.log_softmax(logits.float(), -1).view(batch, k, -1)  # (B, k, V)
-        # a finished hypothesis continues only with pad, at no cost
+        # a finished hypothesis continues only with pad, at no cost and with its length unchanged
         finished = torch.full_like(logp[0, 0], float("-inf"))
         finished[pad_id] = 0.0
         logp = torch.where(done.unsqueeze(-1), finished, logp)
         vocab = logp.shape[-1]
-        scores, flat = (scores.unsqueeze(-1) + logp).view(batch, -1).topk(k, dim=-1)  # (B, k)
+        candidates = (scores.unsqueeze(-1) + logp).view(batch, -1)  # (B, k*V)
+        grown = torch.where(done, lengths, step)  # (B, k): every continuation of a hypothesis has this length
+        ranked = candidates / gnmt_penalty(grown, length_penalty).repeat_interleave(vocab, 1)  # (B, k*V)
+        flat = ranked.topk(k, dim=-1).indices  # (B, k), best first
         parent, tokens = flat // vocab, flat % vocab  # (B, k)
+        scores, lengths = candidates.gather(1, flat), grown.gather(1, parent)
         history = torch.cat([history.gather(1, parent.unsqueeze(-1).expand_as(history)), tokens.unsqueeze(-1)], -1)
         done = done.gather(1, parent) | (tokens == eos_id)
         rows = (parent + torch.arange(batch, device=src.device).unsqueeze(1) * k).flatten()  # into B*k
@@ -81,6 +92,4 @@ def beam(
         tokens = tokens.flatten()
         if done.all():
             break
-    length = ((history != pad_id) | (torch.arange(history.shape[-1], device=src.device) == 0)).sum(-1)  # (B, k)
-    best = (scores / length.float() ** length_penalty).argmax(-1)  # (B,)
-    return history[torch.arange(batch, device=src.device), best]  # (B, T)
+    return history[:, 0]  # (B, T): topk sorts, so the first hypothesis ranks best

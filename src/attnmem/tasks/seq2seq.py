@@ -28,7 +28,8 @@ class Seq2SeqTask(L.LightningModule):
     """Trains any `seq2seq` model: cross-entropy on the target tokens with teacher forcing (Sutskever et al. 2014).
 
     Training reports the teacher-forced `loss`, `token_acc` and `exact_match`. Validation and test decode
-    each source (greedy, or beam search with `decode.beam_size` > 1, see `attnmem.evaluation.decode`) and compare the
+    each source (greedy, or beam search with `decode.beam_size` > 1 ranked with the GNMT length penalty of α =
+    `decode.length_penalty`, see `attnmem.evaluation.decode.beam`) and compare the
     output with the target position by position over y1 .. yn and eos: `token_acc` is the fraction of
     those positions right, `exact_match` the fraction of sequences right everywhere, `bleu` (corpus BLEU-4,
     torchmetrics, when the data ask for it: parallel text) over the tokens up to eos; `loss` stays
