@@ -1,4 +1,4 @@
-"""The scoring functions against hand-computed numbers, and attend()'s masking and fast path."""
+"""The scoring functions against hand-computed numbers, attend()'s masking and fast path, MultiHead's per-head scores."""
 
 import math
 
@@ -138,6 +138,58 @@ def test_multihead_matches_torch_with_scaled_dot():
     theirs, w_ref = ref(x, x, x, average_attn_weights=False)
     assert torch.allclose(ours, theirs, atol=1e-6)
     assert torch.allclose(w, w_ref, atol=1e-6)
+
+
+@pytest.mark.parametrize("score_cls", [Bilinear, Additive])
+def test_multihead_learns_one_score_per_head(score_cls):
+    torch.manual_seed(0)
+    mha, one = MultiHead(8, 4, score_cls), score_cls(query_dim=2, key_dim=2)
+    projections = 4 * (8 * 8 + 8)  # q, k, v, out: weight and bias
+    assert sum(p.numel() for p in mha.parameters()) == projections + 4 * sum(p.numel() for p in one.parameters())
+    first = list(mha.scores[0].parameters())
+    for score in mha.scores[1:]:
+        assert all(not torch.equal(a, b) for a, b in zip(first, score.parameters(), strict=True))
+
+
+def identity_projections(mha: MultiHead) -> None:
+    """Make q, k, v and the output projection the identity, so head h reads columns h*Dh .. (h+1)*Dh."""
+    with torch.no_grad():
+        for proj in (mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj):
+            proj.weight.copy_(torch.eye(proj.weight.shape[0]))
+            proj.bias.zero_()
+
+
+def test_each_head_scores_with_its_own_bilinear_weights():
+    mha = MultiHead(4, 2, Bilinear)
+    identity_projections(mha)
+    with torch.no_grad():
+        mha.scores[0].weight.copy_(torch.eye(2))
+        mha.scores[1].weight.copy_(torch.tensor([[0.0, 1.0], [-1.0, 0.0]]))
+    query = torch.tensor([[[1.0, 2.0, 0.0, 1.0]]])  # (1, 1, 4): head 0 reads [1, 2], head 1 [0, 1]
+    keys = torch.tensor([[[1.0, 0.0, 1.0, 1.0], [0.0, 1.0, 2.0, 0.0], [1.0, 1.0, 0.0, -1.0]]])  # (1, 3, 4)
+    out, weights = mha(query, keys, keys)
+    # head 0: qᵀ I k = [1, 2, 3]; head 1: qᵀ W1 = [-1, 0], so [-1, -2, 0] (a shared I would give [1, 0, -1])
+    expected = torch.stack(
+        [torch.softmax(torch.tensor([1.0, 2.0, 3.0]), 0), torch.softmax(torch.tensor([-1.0, -2.0, 0.0]), 0)]
+    )
+    assert torch.allclose(weights[0, :, 0], expected, atol=1e-6)  # (H, Tk)
+    context = torch.cat([expected[0] @ keys[0, :, :2], expected[1] @ keys[0, :, 2:]])  # (D,)
+    assert torch.allclose(out[0, 0], context, atol=1e-6)
+
+
+def test_each_head_attends_with_its_own_additive_score():
+    torch.manual_seed(0)
+    mha = MultiHead(6, 3, Additive)
+    identity_projections(mha)
+    x, mem = torch.randn(2, 4, 6), torch.randn(2, 5, 6)
+    mask = torch.rand(2, 4, 5) > 0.3
+    out, weights = mha(x, mem, mem, mask=mask)
+    for h in range(3):
+        cols = slice(2 * h, 2 * h + 2)
+        own, own_weights = attend(x[..., cols], mem[..., cols], mem[..., cols], mha.scores[h], mask=mask)
+        other, _ = attend(x[..., cols], mem[..., cols], mem[..., cols], mha.scores[(h + 1) % 3], mask=mask)
+        assert torch.allclose(out[..., cols], own, atol=1e-6) and torch.allclose(weights[:, h], own_weights, atol=1e-6)
+        assert not torch.allclose(out[..., cols], other, atol=1e-3)
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ the dimensions it needs: `score(query_dim=..., key_dim=...)`.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -181,7 +182,8 @@ class MultiHead(nn.Module):
     """Multi-head attention (Vaswani et al. 2017, §3.2.2) over any score factory.
 
     Projects queries, keys and values to `heads` subspaces of `model_dim // heads`, scores each
-    head with its own `score(query_dim=d_head, key_dim=d_head)`, and projects the concatenation.
+    head with its own `score(query_dim=d_head, key_dim=d_head)` (`scores[h]`: a score with parameters,
+    bilinear or additive, learns them per head), and projects the concatenation.
     """
 
     def __init__(self, model_dim: int, heads: int, score, *, dropout: float = 0.0) -> None:
@@ -193,25 +195,36 @@ class MultiHead(nn.Module):
         self.k_proj = nn.Linear(model_dim, model_dim)
         self.v_proj = nn.Linear(model_dim, model_dim)
         self.out_proj = nn.Linear(model_dim, model_dim)
-        self.score = score(query_dim=self.head_dim, key_dim=self.head_dim)
+        self.scores = nn.ModuleList(score(query_dim=self.head_dim, key_dim=self.head_dim) for _ in range(heads))
+        # scores without parameters or buffers (dot, scaled dot) are one function: heads fold into the batch
+        self.shared = not any(True for _ in itertools.chain(self.scores.parameters(), self.scores.buffers()))
         self.dropout = nn.Dropout(dropout)
 
     def _heads(self, x: Tensor) -> Tensor:
         b, t, _ = x.shape
-        # heads fold into the batch so every score sees (B*H, T, Dh)
-        return x.view(b, t, self.heads, self.head_dim).transpose(1, 2).reshape(b * self.heads, t, self.head_dim)
+        return x.view(b, t, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
 
     def forward(
         self, query: Tensor, keys: Tensor, values: Tensor, *, mask: Tensor | None = None, need_weights: bool = True
     ) -> tuple[Tensor, Tensor | None]:
         """Attend `query (B, Tq, D)` over `keys`/`values (B, Tk, D)`; weights are (B, H, Tq, Tk)."""
         b, tq, d = query.shape
-        tk = keys.shape[1]
         q, k, v = self._heads(self.q_proj(query)), self._heads(self.k_proj(keys)), self._heads(self.v_proj(values))
         if mask is not None:
-            mask = mask.unsqueeze(1).expand(b, self.heads, tq, tk).reshape(b * self.heads, tq, tk)
-        context, weights = attend(q, k, v, self.score, mask=mask, need_weights=need_weights)
-        context = context.view(b, self.heads, tq, self.head_dim).transpose(1, 2).reshape(b, tq, d)  # (B, Tq, D)
-        if weights is not None:
-            weights = weights.view(b, self.heads, tq, tk)  # (B, H, Tq, Tk)
+            mask = mask.unsqueeze(1).expand(b, self.heads, tq, keys.shape[1])  # (B, H, Tq, Tk)
+        if self.shared:
+            q, k, v = q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1)  # (B*H, T, Dh)
+            folded = None if mask is None else mask.flatten(0, 1)  # (B*H, Tq, Tk)
+            context, weights = attend(q, k, v, self.scores[0], mask=folded, need_weights=need_weights)
+            context = context.unflatten(0, (b, self.heads))  # (B, H, Tq, Dh)
+            weights = None if weights is None else weights.unflatten(0, (b, self.heads))  # (B, H, Tq, Tk)
+        else:
+            masks = [None] * self.heads if mask is None else mask.unbind(1)
+            heads = [
+                attend(q[:, h], k[:, h], v[:, h], score, mask=masks[h], need_weights=need_weights)
+                for h, score in enumerate(self.scores)
+            ]  # per head: (B, Tq, Dh), (B, Tq, Tk)
+            context = torch.stack([c for c, _ in heads], 1)  # (B, H, Tq, Dh)
+            weights = torch.stack([w for _, w in heads], 1) if need_weights else None  # (B, H, Tq, Tk)
+        context = context.transpose(1, 2).reshape(b, tq, d)  # (B, Tq, D)
         return self.out_proj(self.dropout(context)), weights
