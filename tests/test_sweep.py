@@ -401,3 +401,17 @@ def test_early_terminate_is_accepted_and_said_to_be_w_and_bs_only(tmp_path, caps
     sweep.main([str(path), "--dry-run"])
     notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note:")]
     assert len(notes) == 1 and "early_terminate is applied by W&B's agent only" in notes[0] and str(path) in notes[0]
+
+
+def test_an_override_that_needs_a_group_the_sweep_chooses_is_applied_to_every_job(tmp_path):
+    # data.source.data_dir exists only once the sweep's data=babi is chosen: the run directory is named from
+    # the first job's config, not from the extra overrides alone (which once failed with a stack trace)
+    folder = tmp_path / "en"
+    folder.mkdir()
+    story = "1 Mary moved to the bathroom.\n2 John went to the hallway.\n3 Where is Mary?\tbathroom\t1\n"
+    (folder / "qa1_tiny_train.txt").write_text("".join(story.replace("Mary", f"P{k}") for k in range(30)))
+    params = {"data": {"value": "babi"}, "seed": {"values": [0]}, "trainer.max_epochs": {"value": 1},
+              "trainer.enable_progress_bar": {"value": False}, "callbacks.plots": {"value": "null"}}
+    out = sweep.run(_write(tmp_path, parameters=params), extra=[f"data.source.data_dir={folder}",
+                                                                 "data.source.cache=false"])
+    assert (out / "0" / "metrics.json").is_file() and out.parent.name == "tiny"

@@ -160,7 +160,8 @@ def run(
         else:
             jobs = plan(spec, seed, extra) if spec["method"] != "bayes" else []
         check_names(spec, path, extra)
-        check_jobs(jobs or [args_no_hyphens(first_point(spec)) + extra], path)
+        first = jobs[0] if jobs else args_no_hyphens(first_point(spec)) + extra
+        check_jobs(jobs or [first], path)
         if "metric" not in spec:  # W&B's grid and random need none; the report ranks by what the jobs monitor
             spec["metric"] = monitored_metric(jobs[0])
         if "early_terminate" in spec:
@@ -169,7 +170,7 @@ def run(
         if dry_run:
             _print_plan(spec, jobs, extra)
             return None
-        out = resume or sweep_dir(spec, compose(CONFIG_NAME, overrides=extra))
+        out = resume or sweep_dir(spec, compose(CONFIG_NAME, overrides=first))  # extra may need the sweep's groups
         pending = [i for i, _ in enumerate(jobs) if not (out / str(i) / "metrics.json").is_file()]
         _save(out, path, spec, jobs, extra, seed)
         base = ["hydra.mode=MULTIRUN", f"hydra.sweep.dir={out}"]
