@@ -10,12 +10,14 @@ import pytest
 import torch
 from conftest import ROOT
 
+from attnmem.attention import Dot
 from attnmem.core.dims import SpanDims
 from attnmem.core.errors import UserError
 from attnmem.data.span.datamodule import SpanDataModule
-from attnmem.data.span.glove import read_embeddings
+from attnmem.data.span.glove import read_vectors
 from attnmem.data.span.squad_files import SquadFiles, read_squad, split_articles
-from attnmem.data.span.tensors import SpanRecord, align, build_examples, tokenize
+from attnmem.data.span.tensors import UNK, SpanRecord, align, build_examples, tokenize
+from attnmem.models.dcn import DCN
 
 SHARED_SQUAD = ROOT.parent / "shared" / "data" / "squad" / "dev-v1.1-part-a.json"
 
@@ -192,20 +194,47 @@ def test_datamodule_options_fail_fast(tmp_path):
         SpanDataModule(source=SquadFiles(train_path=str(tmp_path / "missing.json"))).prepare_data()
 
 
-def test_embeddings_from_a_glove_file(tmp_path, caplog):
+def test_embeddings_from_a_glove_file(tmp_path):
     path = tmp_path / "glove.txt"
     path.write_text("lisk 1 2 3\nTown 4 5 6\nlisk 7 8 9\n")
-    vocab = ["<pad>", "<unk>", "lisk", "town", "river"]
-    with caplog.at_level(logging.WARNING):
-        weight, missing = read_embeddings(path, vocab, seed=0)
-    assert weight.shape == (5, 3) and missing == 2  # <unk> and river
-    assert weight[2].tolist() == [1, 2, 3] and weight[3].tolist() == [4, 5, 6]  # first vector wins; case folded
-    assert weight[0].abs().sum() == 0 and weight[4].abs().sum() > 0
-    assert torch.equal(weight, read_embeddings(path, vocab, seed=0)[0])
-    assert any("2 of 4 words not in" in r.getMessage() for r in caplog.records)
+    vectors = read_vectors(path, ["<pad>", "<unk>", "lisk", "town", "river"])
+    assert vectors.dim == 3 and sorted(vectors.table) == ["lisk", "town"]  # <unk> and river have none
+    assert vectors.table["lisk"].tolist() == [1, 2, 3] and vectors.table["town"].tolist() == [4, 5, 6]  # first wins
+    weight = vectors.matrix(["<pad>", "<unk>", "town", "river"])
+    assert weight.tolist() == [[0, 0, 0], [0, 0, 0], [4, 5, 6], [0, 0, 0]]  # no vector: zeros (Xiong et al. 2017)
     path.write_text("lisk 1 2 3\nTown 4 5 6\nriver 7 8\n")
     with pytest.raises(UserError, match=rf"^{path}:3: expected a word and 3 numbers, got 2 values$"):
-        read_embeddings(path, vocab, seed=0)
+        read_vectors(path, ["river"])
+
+
+def val_file(tmp_path: Path) -> Path:
+    """One article whose names occur in no training question of `small_file`."""
+    context = "Zorbia lies on the river Quellen, near Vexmoor."
+    where = qa("v1", "Where does Zorbia lie?", [("the river Quellen", context.index("the river"))])
+    return write(tmp_path, [article("v", context, [where])], name="val.json")
+
+
+def test_words_outside_training_with_a_vector_get_their_own_frozen_vector(tmp_path):
+    glove = tmp_path / "glove.txt"
+    glove.write_text("zorbia 0.5 -1 2\nQuellen 3 0.25 -4\nriver 1 1 1\n")  # vexmoor and norsemen have no vector
+    source = SquadFiles(train_path=str(small_file(tmp_path)), val_path=str(val_file(tmp_path)), embeddings=str(glove))
+    dm = SpanDataModule(source=source)
+    dm.setup("fit")
+    vocab, weight = dm.data.vocab, dm.dims.embeddings
+    train_words = {w for ex in dm.examples("train") for w in (*ex.context_words, *ex.question_words)}
+    assert {"zorbia", "quellen"}.isdisjoint(train_words) and {"zorbia", "quellen"} <= set(vocab)
+    assert "vexmoor" not in vocab and train_words <= set(vocab)  # no vector, only in validation: <unk>
+    assert weight[vocab.index("zorbia")].tolist() == [0.5, -1, 2]  # exactly the file's vectors
+    assert weight[vocab.index("quellen")].tolist() == [3, 0.25, -4]
+    assert weight[vocab.index("norsemen")].abs().sum() == 0 and weight[:2].abs().sum() == 0  # no vector, pad, unk: 0
+    ids = dm.data.tensors["val"]["context"][0].tolist()
+    assert [vocab[i] for i in ids[:2]] == ["zorbia", "lies"] and ids[7:9] == [UNK, UNK]  # near, vexmoor
+    net = DCN(vocab_size=len(vocab), score=Dot, embeddings=weight, hidden_size=4, pool_size=2)
+    assert not net.embedding.weight.requires_grad
+    assert net.embedding(torch.tensor([vocab.index("zorbia")])).tolist() == [[0.5, -1, 2]]
+    plain = SpanDataModule(source=SquadFiles(train_path=str(source.paths["train"]), val_path=str(source.paths["val"])))
+    plain.setup("fit")
+    assert plain.dims.embeddings is None and sorted(plain.data.vocab[2:]) == sorted(train_words)  # training words only
 
 
 def test_datamodule_passes_embeddings_to_the_model(tmp_path):

@@ -6,6 +6,8 @@ questions come from; this module turns them into examples, a vocabulary and load
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
@@ -15,7 +17,10 @@ from torch.utils.data import DataLoader
 
 from attnmem.core.dims import SpanDims
 from attnmem.core.errors import UserError
-from attnmem.data.span.tensors import SpanData, SpanExample, SpanRecord, build_examples, build_vocab
+from attnmem.data.span.glove import Vectors
+from attnmem.data.span.tensors import SpanData, SpanExample, SpanRecord, build_examples, build_vocab, words
+
+log = logging.getLogger(__name__)
 
 
 class SpanSource(Protocol):
@@ -29,15 +34,17 @@ class SpanSource(Protocol):
     def splits(self) -> dict[str, list[SpanRecord]]:
         """The questions of each split: "train" and "val" always, "test" when the source has one."""
 
-    def embedding_weight(self, vocab: list[str]) -> Tensor | None:
-        """Pretrained word vectors `(V, D)` in `vocab` order, or None for randomly initialised embeddings."""
+    def vectors(self, words: Collection[str]) -> Vectors | None:
+        """The pretrained vectors of those `words` that have one, or None for randomly initialised embeddings."""
 
 
 class SpanDataModule(L.LightningDataModule):
     """Span QA from `source`: contexts tokenised keeping character offsets, the first answer trained on.
 
-    The vocabulary comes from the training questions (words seen `min_count` times); a checkpoint's
-    vocabulary wins over it. Contexts are cut to `max_context_len` tokens, questions to `max_question_len`.
+    The vocabulary holds the training questions' words seen `min_count` times and, when the source has
+    pretrained vectors, every word of every split that has one (frozen in the model, so a word met only in
+    validation keeps its meaning; the others are `<unk>`); a checkpoint's vocabulary wins over it. Contexts
+    are cut to `max_context_len` tokens, questions to `max_question_len`.
     """
 
     family: ClassVar[str] = "span"
@@ -84,9 +91,27 @@ class SpanDataModule(L.LightningDataModule):
         for split, kept in examples.items():
             if not kept:
                 raise UserError(self._empty(split, len(records[split])))
-        data = SpanData(build_vocab(examples["train"], self.min_count), examples)
+        seen = set((self._state or {}).get("vocab", [])[2:]).union(*map(words, examples.values()))
+        vectors = self.source.vectors(seen)
+        vocab = build_vocab(examples["train"], self.min_count, () if vectors is None else vectors.table)
+        data = SpanData(vocab, examples)
         self._data = data.adopt(self._state) if self._state is not None else data
-        self._embedding_weight = self.source.embedding_weight(self._data.vocab)
+        if vectors is not None:
+            self._embedding_weight = vectors.matrix(self._data.vocab)
+            self._log_vectors(vectors, words(examples["train"]))
+
+    def _log_vectors(self, vectors: Vectors, train_words: set[str]) -> None:
+        """How many words have a pretrained vector, and how many of those occur outside training only."""
+        vocab = self.data.vocab[2:]
+        found = [w for w in vocab if w in vectors.table]
+        log.warning(
+            "data.source.embeddings: %d of %d vocabulary words have a vector (%d of them outside the training "
+            "split only), the other %d get zero vectors",
+            len(found),
+            len(vocab),
+            sum(w not in train_words for w in found),
+            len(vocab) - len(found),
+        )
 
     def _empty(self, split: str, read: int) -> str:
         """The line for a split left without a question: where its questions came from, and why none is left."""

@@ -9,9 +9,9 @@ questions go through the same tokeniser, alignment and batching as SQuAD (`SpanD
 from __future__ import annotations
 
 import random
+from collections.abc import Collection
 
-from torch import Tensor
-
+from attnmem.data.span.glove import Vectors
 from attnmem.data.span.tensors import SpanRecord
 
 SYLLABLES = (
@@ -159,6 +159,6 @@ class SpanGenerator:
         """The generated questions of train, val and test."""
         return {split: self.records(split) for split in self.sizes}
 
-    def embedding_weight(self, vocab: list[str]) -> Tensor | None:
+    def vectors(self, words: Collection[str]) -> Vectors | None:
         """None: generated words have no pretrained vectors."""
         return None

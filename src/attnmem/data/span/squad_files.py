@@ -13,15 +13,13 @@ import logging
 import random
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from torch import Tensor
-
 from attnmem.core.errors import UserError
 from attnmem.core.text import read_utf8
-from attnmem.data.span.glove import read_embeddings
+from attnmem.data.span.glove import Vectors, read_vectors
 from attnmem.data.span.tensors import SpanRecord
 
 log = logging.getLogger(__name__)
@@ -143,7 +141,7 @@ class SquadFiles:
     training articles), test.
 
     Without `test_path`, `test_fraction` of the training articles (if > 0) form the test split;
-    `embeddings` names an optional GloVe-format text file, its missing words drawn from `split_seed`.
+    `embeddings` names an optional GloVe-format text file of pretrained vectors.
     """
 
     def __init__(
@@ -192,6 +190,6 @@ class SquadFiles:
                 records[split] = [r for i in part for r in articles[i]]
         return records
 
-    def embedding_weight(self, vocab: list[str]) -> Tensor | None:
-        """The GloVe vectors of `vocab` when `embeddings` names a file."""
-        return None if self.embeddings is None else read_embeddings(self.embeddings, vocab, seed=self.split_seed)[0]
+    def vectors(self, words: Collection[str]) -> Vectors | None:
+        """The GloVe vectors of those `words` that the `embeddings` file has, when it names one."""
+        return None if self.embeddings is None else read_vectors(self.embeddings, words)

@@ -123,10 +123,16 @@ _WHY = {
 }
 
 
-def build_vocab(examples: Iterable[SpanExample], min_count: int = 1) -> list[str]:
-    """Word list, id -> word: `<pad>`, `<unk>`, then every context and question word seen `min_count` times."""
+def build_vocab(examples: Iterable[SpanExample], min_count: int = 1, also: Iterable[str] = ()) -> list[str]:
+    """Word list, id -> word: `<pad>`, `<unk>`, then every context and question word of `examples` seen
+    `min_count` times and every word of `also` (those with a pretrained vector), sorted."""
     counts = Counter(w for ex in examples for w in (*ex.context_words, *ex.question_words))
-    return ["<pad>", "<unk>", *sorted(w for w, c in counts.items() if c >= min_count)]
+    return ["<pad>", "<unk>", *sorted({w for w, c in counts.items() if c >= min_count} | set(also))]
+
+
+def words(examples: Iterable[SpanExample]) -> set[str]:
+    """Every context and question word of `examples`."""
+    return {w for ex in examples for w in (*ex.context_words, *ex.question_words)}
 
 
 def vectorize(examples: Sequence[SpanExample], vocab: list[str]) -> dict[str, Tensor]:
