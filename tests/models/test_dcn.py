@@ -1,15 +1,21 @@
-"""The DCN and the span baseline: shapes, iterations, sentinels, DCN+, padding, the bi-LSTM's reversal."""
+"""The DCN and the span baseline: shapes, iterations, sentinels, DCN+ (§2.1), padding, the bi-LSTM's reversal."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
 import torch
 
 from attnmem.attention import Additive, Bilinear, Dot
 from attnmem.blocks.bilstm import BiLSTM, reverse_within
+from attnmem.data.span.datamodule import SpanDataModule
+from attnmem.data.span.span_generator import SpanGenerator
 from attnmem.models.dcn import DCN
 from attnmem.models.dcn_decoder import HighwayMaxout
 from attnmem.models.span_baseline import SpanBaseline
+from attnmem.tasks.span import span_losses
 
 
 def batch(lengths=(7, 4), question_lengths=(3, 2), vocab=20):
@@ -93,11 +99,92 @@ def test_dcn_plus_deep_residual_coattention(score):
     out.pred[torch.isfinite(out.pred)].sum().backward()
 
 
+def record_calls(net: torch.nn.Module, names: list[str]) -> dict[str, list]:
+    """The input and output shapes of every call of the named submodules, in call order."""
+    calls: dict[str, list] = {name: [] for name in names}
+    for name in names:
+        module = net.get_submodule(name)
+        module.register_forward_hook(
+            lambda _, inputs, output, name=name: calls[name].append(
+                ([tuple(x.shape) for x in inputs if x.dim() == 3], [tuple(x.shape) for x in output if x.dim() == 3])
+                if isinstance(output, tuple)
+                else ([tuple(inputs[0].shape)], [tuple(output.shape)])
+            )
+        )
+    return calls
+
+
+def test_dcn_plus_stages_have_the_shapes_of_section_2_1():
+    # h = hidden_size = 6; m = 7 document words, n = 3 question words (Xiong et al. 2018, §2.1)
+    net = dcn(coattention_layers=2)
+    calls = record_calls(net, ["encoder", "coattention.0", "summary_encoder", "coattention.1", "fusion"])
+    out = net(batch())
+    assert isinstance(net.encoder, BiLSTM)  # eq. 1-2: biLSTM_1, both directions
+    assert calls["encoder"] == [([(2, 7, 8)], [(2, 7, 6)]), ([(2, 3, 8)], [(2, 3, 6)])]  # E^D_1, E^Q_1 before sentinels
+    # coattn_1 (eq. 3-5, 8) on E^D_1 (m+1, h), E^Q_1 (n+1, h): [S^D_1; C^D_1] (m+1, 2h), S^Q_1 (n+1, h)
+    assert calls["coattention.0"][0][1][:2] == [(2, 8, 12), (2, 4, 6)]
+    # eq. 6-7: biLSTM_2 reads S^D_1 and S^Q_1 without their sentinel positions and gives 2h
+    assert calls["summary_encoder"] == [([(2, 7, 6)], [(2, 7, 12)]), ([(2, 3, 6)], [(2, 3, 12)])]
+    # coattn_2 (eq. 9) on E^D_2 (m, 2h), E^Q_2 (n, 2h), no sentinel: [S^D_2; C^D_2] (m, 4h), S^Q_2 (n, 2h)
+    assert calls["coattention.1"][0][0] == [(2, 7, 12), (2, 3, 12)]
+    assert calls["coattention.1"][0][1][:2] == [(2, 7, 24), (2, 3, 12)]
+    # eq. 10: U = biLSTM(concat(E^D_1; E^D_2; S^D_1; S^D_2; C^D_1; C^D_2)), h + 2h + h + 2h + h + 2h = 9h wide
+    assert calls["fusion"] == [([(2, 7, 54)], [(2, 7, 12)])]
+    assert [a.shape for a in out.attention] == [(2, 4, 8), (2, 8, 4), (2, 3, 7), (2, 7, 3)]  # layer 2: no sentinel
+    weights_q, weights_d = out.attention[2:]
+    assert weights_q[1, :, 4:].abs().sum() == 0 and weights_d[1, :, 2:].abs().sum() == 0  # padding gets no weight
+
+
+def test_dcn_plus_shares_each_encoder_between_document_and_question():
+    net = dcn(coattention_layers=2)
+    calls = record_calls(net, ["encoder", "summary_encoder"])
+    net(batch())
+    assert len(calls["encoder"]) == len(calls["summary_encoder"]) == 2  # one module for D and Q (eq. 1-2, 6-7)
+    bilstms = [name for name, module in net.named_modules() if isinstance(module, BiLSTM)]
+    assert bilstms == ["encoder", "summary_encoder", "fusion"]
+    assert net.sentinels.shape == (1, 2, 1, 6)  # d_∅ and q_∅ of the first layer only
+
+
+def test_dcn_plus_learns_generated_span_qa():
+    torch.manual_seed(0)
+    source = SpanGenerator(num_train=64, num_val=8, num_test=8, entities_per_context=2, facts_per_entity=2, fillers=0)
+    dm = SpanDataModule(source=source, batch_size=16)
+    dm.setup("fit")
+    net = DCN(vocab_size=dm.dims.vocab_size, score=Dot, embed_dim=16, hidden_size=16, pool_size=2, coattention_layers=2)
+    optimizer = torch.optim.Adam(net.parameters(), lr=1e-2)
+    batches = list(dm.train_dataloader())
+    losses = []
+    for step in range(20):
+        b = batches[step % len(batches)]
+        loss = span_losses(net(b).pred, b["start"], b["end"]).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert sum(losses[-4:]) < 0.6 * sum(losses[:4]), losses  # about 26 per question at first (4 iterations)
+
+
+def test_the_original_dcn_is_unchanged():
+    # outputs of coattention_layers=1 saved from the code before DCN+ followed §2.1 (the commit in the file)
+    reference = json.loads((Path(__file__).parents[1] / "fixtures" / "dcn_layers1_outputs.json").read_text())
+    for score in (Dot, Bilinear):
+        net = dcn(score=score).eval()
+        with torch.no_grad():
+            out = net(batch())
+        saved = reference[score.__name__]
+        assert {k: list(v.shape) for k, v in net.state_dict().items()} == saved["parameters"]  # checkpoints still load
+        assert torch.allclose(out.pred, torch.tensor(saved["pred"]), atol=1e-6)
+        for weights, expected in zip(out.attention, saved["attention"], strict=True):
+            assert torch.allclose(weights, torch.tensor(expected), atol=1e-6)
+
+
 def test_options_fail_fast():
     with pytest.raises(ValueError, match=r"model.iterations must be >= 1, got 0"):
         dcn(iterations=0)
-    with pytest.raises(ValueError, match="model.hidden_size must be even with coattention_layers > 1"):
+    with pytest.raises(ValueError, match="model.hidden_size must be even with coattention_layers=2, got 5"):
         dcn(coattention_layers=2, hidden_size=5)
+    with pytest.raises(ValueError, match=r"model.coattention_layers must be 1 \(DCN\) or 2 \(DCN\+\), got 3"):
+        dcn(coattention_layers=3)
     with pytest.raises(ValueError, match="model.dropout"):
         SpanBaseline(vocab_size=5, score=Dot, dropout=1.0)
 
