@@ -30,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from attnmem.core import atomic
 from attnmem.core.errors import UserError
 from attnmem.runtime import cli
-from attnmem.tools import sweep_report
+from attnmem.tools import protocol, scoreboard, sweep_report
 from attnmem.tools.sweep_spec import (
     args_no_hyphens,
     first_point,
@@ -182,9 +182,26 @@ def run(
             print(f"sweep {spec['name']}: {len(pending)} of {len(jobs)} jobs to run into {out}")
             returns = _launch([_job(jobs[i], i, out) for i in pending], base)
             _print_failures(returns, pending)
-    print(f"sweep {spec['name']}: {time.perf_counter() - start:.0f} s")
-    sweep_report.report(out)
+    seconds = time.perf_counter() - start
+    print(f"sweep {spec['name']}: {seconds:.0f} s")
+    _add_seconds(out, seconds)
+    report(out)
     return out
+
+
+def report(source: Path, sweep_file: Path | None = None) -> None:
+    """The sweep's report; for a paper protocol's sweep also its table under the paper's selection rule."""
+    sweep_report.report(source, sweep_file=sweep_file)
+    saved = source / SPEC_FILE
+    if source.is_dir() and protocol.sidecar(Path(yaml.safe_load(saved.read_text())["file"])).is_file():
+        print(scoreboard.markdown(scoreboard.build(source)))
+
+
+def _add_seconds(out: Path, seconds: float) -> None:
+    """Add a session's wall time to the sweep's record (a resumed sweep adds each session's)."""
+    saved = yaml.safe_load((out / SPEC_FILE).read_text())
+    saved["seconds"] = saved.get("seconds", 0.0) + seconds
+    atomic.write_text(out / SPEC_FILE, yaml.safe_dump(saved, sort_keys=False))
 
 
 def _job(overrides: list[str], index: int, out: Path) -> list[str]:
@@ -215,6 +232,8 @@ def _print_plan(spec: dict[str, Any], jobs: list[list[str]], extra: list[str]) -
 def _save(out: Path, path: Path, spec: dict[str, Any], jobs: list[list[str]], extra: list[str], seed: int) -> None:
     out.mkdir(parents=True, exist_ok=True)
     saved = {"file": str(path), "seed": seed, "overrides": extra, "spec": spec, "jobs": jobs}
+    if (out / SPEC_FILE).is_file():  # a resumed sweep keeps the wall time of its earlier sessions
+        saved["seconds"] = yaml.safe_load((out / SPEC_FILE).read_text()).get("seconds", 0.0)
     atomic.write_text(out / SPEC_FILE, yaml.safe_dump(saved, sort_keys=False))
 
 
@@ -239,7 +258,7 @@ def main(argv: list[str] | None = None) -> None:
             parser.add_argument("source", type=Path, help="a sweep directory, or a W&B runs export (.csv)")
             parser.add_argument("--sweep", type=Path, help="the sweep file (needed for a CSV export)")
             args = parser.parse_args(argv[1:])
-            sweep_report.report(args.source, sweep_file=args.sweep)
+            report(args.source, sweep_file=args.sweep)
             return
         parser = argparse.ArgumentParser(prog="python -m attnmem.tools.sweep", description=__doc__.splitlines()[0])
         parser.add_argument("file", type=Path)

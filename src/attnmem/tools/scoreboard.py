@@ -1,0 +1,253 @@
+"""The scoreboard: finished paper-protocol sweeps beside the papers' figures, as `docs/scoreboard.md`.
+
+    python -m attnmem.tools.scoreboard [SWEEP_DIR ...] [--out docs/scoreboard.md]
+
+With no directory, each protocol of `sweeps/paper/` contributes its newest sweep under `outputs/sweeps/<name>/`.
+A table has a row per task (or setting): ours chosen by the paper's rule (e.g. the seed with the lowest
+training error), its standard error, mean ± std over seeds, the paper's figure and the difference; jobs
+that did not finish are counted and the table is marked incomplete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from attnmem.core import atomic
+from attnmem.core.errors import UserError
+from attnmem.tools import protocol as protocols
+from attnmem.tools.protocol import Protocol
+from attnmem.tools.sweep_report import load_rows
+
+PROTOCOLS = Path("sweeps/paper")
+OUT = Path("docs/scoreboard.md")
+
+
+@dataclass
+class Row:
+    """One row of a table: our selected figure and its spread, and the paper's."""
+
+    label: str
+    seeds: int  # finished jobs that gave this row a value
+    planned: int  # jobs the sweep planned for it
+    ours: float | None = None
+    chosen: str = ""  # the selected job's overrides that differ between jobs (e.g. seed=4)
+    se: float | None = None  # binomial standard error of `ours` (a rate over `examples` questions)
+    mean: float | None = None
+    std: float | None = None
+    paper: float | None = None  # in the paper's unit (%)
+
+
+@dataclass
+class Table:
+    """A protocol's table, with what it was made from."""
+
+    protocol: Protocol
+    sweep_dir: Path
+    command: str
+    rows: list[Row]
+    finished: int
+    jobs: int
+    seconds: float | None
+    problems: list[str] = field(default_factory=list)
+
+
+def _label(value: Any) -> str:
+    """`[3]` -> `3`; any other parameter value as written."""
+    parsed = yaml.safe_load(str(value))
+    return str(parsed[0]) if isinstance(parsed, list) and len(parsed) == 1 else str(value)
+
+
+def _examples(job_dir: Path, split: str) -> int | None:
+    path = job_dir / "manifest.json"
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text()).get("examples", {}).get(split)
+
+
+def build(sweep_dir: Path) -> Table:
+    """The table of one finished (or partly finished) protocol sweep."""
+    saved_path = sweep_dir / "sweep.yaml"
+    if not saved_path.is_file():
+        raise UserError(f"{sweep_dir}: no sweep.yaml; not a directory made by python -m attnmem.tools.sweep")
+    saved = yaml.safe_load(saved_path.read_text())
+    spec, jobs = load_rows(sweep_dir)
+    proto = protocols.load(Path(saved["file"]), spec["parameters"])
+    if proto is None:
+        raise UserError(f"{sweep_dir}: made from {saved['file']}, which has no {protocols.sidecar(Path(saved['file']))}")
+    problems, usable = [], []
+    for job in (j for j in jobs if j["state"] == "finished"):
+        missing = [k for k in [*proto.select, *proto.row_keys()] if k not in job]
+        if missing:
+            problems.append(f"{sweep_dir / job['job'] / 'metrics.json'}: no '{missing[0]}' (a key of {proto.path})")
+        else:
+            usable.append(job)
+    rows = _rows(proto, saved, usable, sweep_dir)
+    command = " ".join(["python -m attnmem.tools.sweep", saved["file"], *saved.get("overrides", [])])
+    return Table(proto, sweep_dir, command, rows, len(usable), len(jobs), saved.get("seconds"), problems)
+
+
+def _differing(saved: dict[str, Any], job: dict[str, Any], row_parameter: str | None) -> str:
+    """The selected job's overrides that differ between the sweep's jobs (its seed, ...), the row's own left out."""
+    overrides = saved["jobs"][int(job["job"])]
+    common = set.intersection(*(set(j) for j in saved["jobs"]))
+    return " ".join(o for o in overrides if o not in common and not o.startswith(f"{row_parameter}="))
+
+
+def _rows(proto: Protocol, saved: dict[str, Any], jobs: list[dict[str, Any]], sweep_dir: Path) -> list[Row]:
+    split = proto.metric.split("/", 1)[0]
+    if "parameter" in proto.rows:
+        name = proto.rows["parameter"]
+        planned: dict[str, int] = {}
+        for overrides in saved["jobs"]:
+            value = next((o.split("=", 1)[1] for o in overrides if o.startswith(f"{name}=")), "")
+            planned[_label(value)] = planned.get(_label(value), 0) + 1
+        groups = {label: [(j, j[proto.metric]) for j in jobs if _label(j[name]) == label] for label in planned}
+        per_row_examples = 1
+    else:
+        labels = [str(v) for v in proto.rows["values"]]
+        planned = dict.fromkeys(labels, len(saved["jobs"]))
+        groups = {label: [(j, j[proto.rows["metric"].format(row=label)]) for j in jobs] for label in labels}
+        per_row_examples = len(labels)  # one model's validation questions spread over the rows (tasks)
+    rows = []
+    for label, members in groups.items():
+        row = Row(label, len(members), planned[label], paper=proto.figures["rows"].get(_key(label)))
+        if members:
+            job, value = min(members, key=lambda m: tuple(m[0][k] for k in proto.select) + (int(m[0]["job"]),))
+            values = [v for _, v in members]
+            n = _examples(sweep_dir / job["job"], split)
+            row.ours, row.chosen = value, _differing(saved, job, proto.rows.get("parameter"))
+            row.se = math.sqrt(value * (1 - value) / (n / per_row_examples)) if n else None
+            row.mean, row.std = statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+        rows.append(row)
+    return rows
+
+
+def _key(label: str) -> Any:
+    """A row label as the figures file keys it (task numbers are integers there)."""
+    return int(label) if label.isdigit() else label
+
+
+def _pct(value: float | None, digits: int = 1) -> str:
+    return "" if value is None else f"{100 * value:.{digits}f}"
+
+
+def markdown(table: Table) -> str:
+    """One protocol's section: how it was made, the table, and its summary lines."""
+    proto, figures, rows = table.protocol, table.protocol.figures, table.rows
+    done = [r for r in rows if r.ours is not None]
+    status = "" if table.finished == table.jobs else f" (incomplete: {table.finished} of {table.jobs} jobs finished)"
+    lines = [
+        f"## {proto.title}{status}",
+        "",
+        f"Paper: {proto.paper}. Published figures: {figures['source']} ({figures.get('split', 'test')} "
+        f"{figures.get('metric', '')}).",
+        f"Ours: `{proto.metric}` in %, {'validation carved from the training data (the test files are withheld)' if proto.metric.startswith('val/') else proto.metric.split('/')[0]}; "
+        f"per row the job lowest in {', then '.join(f'`{k}`' for k in proto.select)} (the paper's rule; never chosen by validation).",
+        f"Command: `{table.command}`; a row's run: `python train.py` with the sweep's overrides and those in its "
+        "*run* column.",
+        "",
+        "| row | ours (selected) | ± SE | run | ours mean ± std over seeds | seeds | paper | ours − paper |",
+        "|---:|---:|---:|---|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        failed = " ✗" if proto.fail_above is not None and r.ours is not None and r.ours > proto.fail_above else ""
+        spread = f"{_pct(r.mean)} ± {_pct(r.std)}" if r.mean is not None else ""
+        diff = f"{100 * r.ours - r.paper:+.1f}" if r.ours is not None and r.paper is not None else ""
+        paper = "" if r.paper is None else f"{r.paper:.1f}"
+        seeds = f"{r.seeds}" if r.seeds == r.planned else f"{r.seeds} of {r.planned}"
+        lines.append(f"| {r.label} | {_pct(r.ours)}{failed} | {_pct(r.se)} | {r.chosen} | {spread} | {seeds} | "
+                     f"{paper} | {diff} |")
+    lines += ["", *_summary(table, done)]
+    if table.problems:
+        lines += ["", "Left out:", *(f"- {p}" for p in table.problems)]
+    return "\n".join(lines) + "\n"
+
+
+def _summary(table: Table, done: list[Row]) -> list[str]:
+    proto, figures = table.protocol, table.protocol.figures
+    if not done:
+        return ["No row has a finished job yet."]
+    ours = statistics.fmean(r.ours for r in done)
+    ses = [r.se for r in done if r.se is not None]
+    se = math.sqrt(sum(s * s for s in ses)) / len(ses) if ses else None
+    spread = statistics.fmean(r.mean for r in done)
+    paper_rows = [r.paper for r in done if r.paper is not None]
+    paper = figures["summary"].get("mean") if len(paper_rows) < len(done) else statistics.fmean(paper_rows)
+    n = len(done)
+    scope = f"{n} row{'s' if n > 1 else ''}" + ("" if n == len(table.rows) else f" of {len(table.rows)}")
+    line = f"- Mean over {scope}: ours **{_pct(ours)}%**" + (f" (± {_pct(se)} SE)" if se is not None else "")
+    line += f", mean over seeds {_pct(spread)}%"
+    if paper is not None:
+        basis = "the same rows" if len(paper_rows) == n else f"the paper's {figures['summary'].get('over', 'rows')}"
+        line += f"; paper {paper:.1f}% ({basis}); difference {100 * ours - paper:+.1f} points"
+    lines = [line]
+    if proto.fail_above is not None:
+        ours_failed = sum(r.ours > proto.fail_above for r in done)
+        paper_failed = (sum(p > 100 * proto.fail_above for p in paper_rows) if paper_rows
+                        else figures["summary"].get("failed"))
+        lines.append(f"- Rows above {_pct(proto.fail_above, 0)}% error (failed, as the papers count them): "
+                     f"ours {ours_failed} of {n}" + ("" if paper_failed is None else f", paper {paper_failed}"))
+    if table.seconds is not None:
+        lines.append(f"- Wall time of the sweep: {table.seconds / 60:.0f} min.")
+    if proto.note:
+        lines.append(f"- {proto.note.strip()}")
+    return lines
+
+
+def newest_runs(root: Path, log_dir: Path) -> list[Path]:
+    """For every protocol file under `root`, its newest sweep directory under `log_dir/sweeps/<name>/`."""
+    found = []
+    for path in sorted(root.glob("*.protocol.yaml")):
+        sweep_file = path.with_name(path.name.replace(".protocol.yaml", ".yaml"))
+        name = yaml.safe_load(sweep_file.read_text())["name"] if sweep_file.is_file() else None
+        runs = sorted((log_dir / "sweeps" / name).glob("*/sweep.yaml")) if name else []
+        if runs:
+            found.append(runs[-1].parent)
+        else:
+            print(f"note: {path}: no run of it under {log_dir / 'sweeps'} yet", file=sys.stderr)
+    return found
+
+
+def write(sweep_dirs: list[Path], out: Path) -> str:
+    """Build every table and write the scoreboard; return its text."""
+    tables = [build(d) for d in sweep_dirs]
+    if not tables:
+        raise UserError("no protocol run to put on the scoreboard: run a sweep of sweeps/paper/ first")
+    head = ("# Scoreboard\n\nGenerated by `python -m attnmem.tools.scoreboard` from the run directories; do not "
+            "edit by hand.\n✗: a row above the protocol's failure threshold. SE: the binomial standard error of "
+            "the selected figure, √(p(1 − p)/n) over its n validation questions.\n")
+    text = head + "".join("\n" + markdown(t) for t in tables)
+    atomic.write_text(out, text)
+    for t in tables:
+        for problem in t.problems:
+            print(f"warning: {problem}", file=sys.stderr)
+    return text
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: write the scoreboard from the given (or the newest) protocol sweeps."""
+    parser = argparse.ArgumentParser(prog="python -m attnmem.tools.scoreboard", description=__doc__.splitlines()[0])
+    parser.add_argument("sweep_dirs", type=Path, nargs="*", help="sweep directories of sweeps/paper/ files")
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--log-dir", type=Path, default=Path("outputs"), help="where sweeps are looked for")
+    args = parser.parse_args(argv)
+    try:
+        text = write(args.sweep_dirs or newest_runs(PROTOCOLS, args.log_dir), args.out)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(1) from None
+    print(text)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""Paper protocols and the scoreboard, on small fake sweep directories: every cell, the selection rule, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from attnmem.core.errors import UserError
+from attnmem.tools import protocol, scoreboard
+
+PROTOCOL = {
+    "title": "Tiny per task",
+    "paper": "Someone et al.",
+    "figures": "tiny",
+    "rows": {"parameter": "data.tasks"},
+    "metric": "val/error",
+    "select": ["train/error", "train/loss"],
+    "fail_above": 0.05,
+}
+FIGURES = {"tiny": {"source": "a table", "split": "test", "metric": "error (%)", "rows": {1: 0.1, 2: 8.3},
+                    "summary": {"mean": 4.2}}}
+
+
+def sweep_files(root: Path, name: str = "tiny", **changes) -> Path:
+    """A sweep file, its protocol and the figures file in `root/sweeps/paper/`."""
+    folder = root / "sweeps" / "paper"
+    folder.mkdir(parents=True, exist_ok=True)
+    spec = {"program": "train.py", "name": name, "method": "grid", "metric": {"name": "val/error", "goal": "minimize"},
+            "parameters": {"data.tasks": {"values": [[1], [2]]}, "seed": {"values": [0, 1, 2]}}}
+    (folder / f"{name}.yaml").write_text(yaml.safe_dump(spec))
+    (folder / f"{name}.protocol.yaml").write_text(yaml.safe_dump(PROTOCOL | changes))
+    (folder / "figures.yaml").write_text(yaml.safe_dump(FIGURES))
+    return folder / f"{name}.yaml"
+
+
+def sweep_dir(root: Path, sweep_file: Path, jobs: list[list[str]], metrics: dict[int, dict], seconds=None) -> Path:
+    """A sweep directory as the runner leaves it: sweep.yaml, and a folder per job that ran."""
+    out = root / "outputs" / "sweeps" / "tiny" / "2026-12-01_10-00-00"
+    out.mkdir(parents=True)
+    spec = yaml.safe_load(sweep_file.read_text())
+    saved = {"file": str(sweep_file), "seed": 0, "overrides": ["data.source.data_dir=x"], "spec": spec,
+             "jobs": [[*j, "data.source.data_dir=x"] for j in jobs]}
+    if seconds is not None:
+        saved["seconds"] = seconds
+    (out / "sweep.yaml").write_text(yaml.safe_dump(saved))
+    for i, m in metrics.items():
+        (out / str(i)).mkdir()
+        (out / str(i) / "metrics.json").write_text(json.dumps(m))
+        (out / str(i) / "manifest.json").write_text(json.dumps({"examples": {"train": 900, "val": 100}}))
+    return out
+
+
+def per_task_run(tmp_path: Path) -> Path:
+    jobs = [[f"data.tasks=[{t}]", f"seed={s}"] for t in (1, 2) for s in (0, 1, 2)]
+    metrics = {
+        0: {"train/error": 0.0, "train/loss": 0.5, "val/error": 0.02},
+        1: {"train/error": 0.0, "train/loss": 0.3, "val/error": 0.04},  # task 1's pick: ties on error, lower loss
+        2: {"train/error": 0.1, "train/loss": 0.1, "val/error": 0.00},  # the best validation: never picked
+        3: {"train/error": 0.2, "train/loss": 1.0, "val/error": 0.30},
+        4: {"train/error": 0.1, "val/error": 0.10},  # partial metrics: left out, named
+    }  # job 5 never ran
+    return sweep_dir(tmp_path, sweep_files(tmp_path), jobs, metrics, seconds=600)
+
+
+def test_every_cell_of_a_per_task_table(tmp_path):
+    table = scoreboard.build(per_task_run(tmp_path))
+    text = scoreboard.markdown(table)
+    rows = [line for line in text.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert rows == [
+        "| 1 | 4.0 | 2.0 | seed=1 | 2.0 ± 2.0 | 3 | 0.1 | +3.9 |",
+        "| 2 | 30.0 ✗ | 4.6 | seed=0 | 30.0 ± 0.0 | 1 of 3 | 8.3 | +21.7 |",
+    ]
+    assert "## Tiny per task (incomplete: 4 of 6 jobs finished)" in text
+    assert "- Mean over 2 rows: ours **17.0%** (± 2.5 SE), mean over seeds 16.0%; paper 4.2% (the same rows); " \
+           "difference +12.8 points" in text
+    assert "- Rows above 5% error (failed, as the papers count them): ours 1 of 2, paper 1" in text
+    assert "- Wall time of the sweep: 10 min." in text
+    assert f"{table.sweep_dir / '4' / 'metrics.json'}: no 'train/loss'" in text
+    assert "python -m attnmem.tools.sweep" in text and "data.source.data_dir=x" in text
+
+
+def test_rows_read_from_one_models_metrics_share_its_selected_job(tmp_path):
+    sweep_file = sweep_files(tmp_path, rows={"metric": "val/task{row}/error", "values": [1, 2]})
+    jobs = [["data.tasks=[1,2]", f"seed={s}"] for s in (0, 1)]
+    metrics = {0: {"train/error": 0.2, "train/loss": 1.0, "val/error": 0.1, "val/task1/error": 0.0, "val/task2/error": 0.2},
+               1: {"train/error": 0.1, "train/loss": 2.0, "val/error": 0.3, "val/task1/error": 0.1, "val/task2/error": 0.5}}
+    table = scoreboard.build(sweep_dir(tmp_path, sweep_file, jobs, metrics))
+    assert [(r.label, r.ours, r.chosen, r.seeds) for r in table.rows] == [("1", 0.1, "seed=1", 2), ("2", 0.5, "seed=1", 2)]
+    assert table.rows[1].se == pytest.approx((0.5 * 0.5 / 50) ** 0.5)  # 100 questions over two tasks
+    assert table.finished == table.jobs == 2 and "incomplete" not in scoreboard.markdown(table)
+
+
+def test_the_command_writes_the_newest_run_of_each_protocol(tmp_path, monkeypatch, capsys):
+    per_task_run(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    scoreboard.main(["--out", "board.md"])
+    text = (tmp_path / "board.md").read_text()
+    assert text.startswith("# Scoreboard") and "| 2 | 30.0 ✗ |" in text
+    assert "warning:" in capsys.readouterr().err  # the partial job, on the terminal too
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({"selection": "x"}, "unknown key 'selection'"),
+        ({"rows": {"parameter": "model.hops"}}, "rows.parameter: 'model.hops' is not a parameter of"),
+        ({"figures": "absent"}, "figures: 'absent' is not an entry of"),
+        ({"rows": {"metric": "val/error"}}, "rows: give parameter:"),
+    ],
+)
+def test_a_bad_protocol_file_is_one_line_naming_it(tmp_path, changes, expected):
+    sweep_file = sweep_files(tmp_path, **changes)
+    with pytest.raises(UserError, match="protocol.yaml: ") as info:
+        protocol.load(sweep_file, yaml.safe_load(sweep_file.read_text())["parameters"])
+    assert expected in str(info.value) and "\n" not in str(info.value)
+
+
+def test_no_protocol_run_is_one_line(tmp_path, monkeypatch, capsys):
+    sweep_files(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        scoreboard.main([])
+    err = capsys.readouterr().err
+    assert info.value.code == 1 and "error: no protocol run to put on the scoreboard" in err
+    assert "note: sweeps/paper/tiny.protocol.yaml: no run of it" in err
+
+
+def test_the_shipped_protocols_load_with_their_figures():
+    root = Path(__file__).parents[1] / "sweeps" / "paper"
+    files = sorted(p for p in root.glob("*.yaml") if not p.name.endswith(".protocol.yaml") and p.name != "figures.yaml")
+    assert files
+    for sweep_file in files:
+        proto = protocol.load(sweep_file, yaml.safe_load(sweep_file.read_text())["parameters"])
+        assert proto is not None and proto.figures["source"], sweep_file
+
+
+def test_the_sweep_report_of_a_protocol_sweep_adds_its_table(tmp_path, capsys):
+    from attnmem.tools import sweep  # noqa: PLC0415 - the runner's report, on a directory it did not make here
+
+    out = per_task_run(tmp_path)
+    sweep.main(["report", str(out)])
+    printed = capsys.readouterr().out
+    assert "# Sweep `tiny`" in printed  # the generic report first, then the paper's rule
+    assert "| 1 | 4.0 | 2.0 | seed=1 | 2.0 ± 2.0 | 3 | 0.1 | +3.9 |" in printed
