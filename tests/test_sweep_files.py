@@ -12,7 +12,9 @@ from omegaconf import OmegaConf
 
 from attnmem.tools import sweep_spec
 
-FILES = sorted((ROOT / "sweeps").glob("*.yaml"))
+FILES = sorted((ROOT / "sweeps").glob("*.yaml")) + sorted(
+    p for p in (ROOT / "sweeps" / "paper").glob("*.yaml") if p.name != "figures.yaml" and ".protocol." not in p.name
+)  # the paper protocols are sweep files too (their sidecars and figures are not)
 
 
 def _points(spec: dict, groups: set[str]) -> list[dict]:
