@@ -14,7 +14,7 @@ from attnmem.core.errors import UserError
 
 FIGURES_FILE = "figures.yaml"
 REQUIRED = ("title", "paper", "figures", "rows", "metric", "select")
-OPTIONAL = ("fail_above", "note")
+OPTIONAL = ("fail_above", "note", "percent")
 
 
 @dataclass
@@ -30,6 +30,7 @@ class Protocol:
     figures: dict[str, Any]  # source, split, metric, rows {row: figure}, summary {mean, failed, ...}
     fail_above: float | None = None  # the bAbI criterion: a row above it has failed
     note: str = ""
+    percent: bool = True  # the metric is a rate, shown in %, with a binomial standard error
 
     def row_keys(self) -> list[str]:
         """The metric keys a job must have: every row's for rows read from metrics, else `metric`."""
@@ -63,7 +64,8 @@ def load(sweep_file: Path, parameters: dict[str, Any]) -> Protocol | None:
         raise UserError(f"{path}: rows: give parameter: <a sweep parameter>, or metric: <key with {{row}}> and values")
     select = [raw["select"]] if isinstance(raw["select"], str) else list(raw["select"])
     return Protocol(path, raw["title"], raw["paper"], raw["metric"], select, rows,
-                    _figures(path, raw["figures"]), raw.get("fail_above"), raw.get("note", ""))
+                    _figures(path, raw["figures"]), raw.get("fail_above"), raw.get("note", ""),
+                    raw.get("percent", True))
 
 
 def _figures(path: Path, key: str) -> dict[str, Any]:

@@ -125,7 +125,7 @@ def _rows(proto: Protocol, saved: dict[str, Any], jobs: list[dict[str, Any]], sw
             values = [v for _, v in members]
             n = _examples(sweep_dir / job["job"], split)
             row.ours, row.chosen = value, _differing(saved, job, proto.rows.get("parameter"))
-            row.se = math.sqrt(value * (1 - value) / (n / per_row_examples)) if n else None
+            row.se = math.sqrt(value * (1 - value) / (n / per_row_examples)) if n and proto.percent else None
             row.mean, row.std = statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
         rows.append(row)
     return rows
@@ -136,21 +136,22 @@ def _key(label: str) -> Any:
     return int(label) if label.isdigit() else label
 
 
-def _pct(value: float | None, digits: int = 1) -> str:
-    return "" if value is None else f"{100 * value:.{digits}f}"
+def _pct(value: float | None, digits: int = 1, scale: float = 100) -> str:
+    return "" if value is None else f"{scale * value:.{digits}f}"
 
 
 def markdown(table: Table) -> str:
     """One protocol's section: how it was made, the table, and its summary lines."""
     proto, figures, rows = table.protocol, table.protocol.figures, table.rows
     done = [r for r in rows if r.ours is not None]
+    k = 100 if proto.percent else 1
     status = "" if table.finished == table.jobs else f" (incomplete: {table.finished} of {table.jobs} jobs finished)"
     lines = [
         f"## {proto.title}{status}",
         "",
         f"Paper: {proto.paper}. Published figures: {figures['source']} ({figures.get('split', 'test')} "
         f"{figures.get('metric', '')}).",
-        f"Ours: `{proto.metric}` in %, {'validation carved from the training data (the test files are withheld)' if proto.metric.startswith('val/') else proto.metric.split('/')[0]}; "
+        f"Ours: `{proto.metric}`{' in %' if proto.percent else ''}, {'validation carved from the training data (the test files are withheld)' if proto.metric.startswith('val/') else proto.metric.split('/')[0]}; "
         f"per row the job lowest in {', then '.join(f'`{k}`' for k in proto.select)} (the paper's rule; never chosen by validation).",
         f"Command: `{table.command}`; a row's run: `python train.py` with the sweep's overrides and those in its "
         "*run* column.",
@@ -160,11 +161,11 @@ def markdown(table: Table) -> str:
     ]
     for r in rows:
         failed = " ✗" if proto.fail_above is not None and r.ours is not None and r.ours > proto.fail_above else ""
-        spread = f"{_pct(r.mean)} ± {_pct(r.std)}" if r.mean is not None else ""
-        diff = f"{100 * r.ours - r.paper:+.1f}" if r.ours is not None and r.paper is not None else ""
+        spread = f"{_pct(r.mean, scale=k)} ± {_pct(r.std, scale=k)}" if r.mean is not None else ""
+        diff = f"{k * r.ours - r.paper:+.1f}" if r.ours is not None and r.paper is not None else ""
         paper = "" if r.paper is None else f"{r.paper:.1f}"
         seeds = f"{r.seeds}" if r.seeds == r.planned else f"{r.seeds} of {r.planned}"
-        lines.append(f"| {r.label} | {_pct(r.ours)}{failed} | {_pct(r.se)} | {r.chosen} | {spread} | {seeds} | "
+        lines.append(f"| {r.label} | {_pct(r.ours, scale=k)}{failed} | {_pct(r.se)} | {r.chosen} | {spread} | {seeds} | "
                      f"{paper} | {diff} |")
     lines += ["", *_summary(table, done)]
     if table.problems:
@@ -176,6 +177,7 @@ def _summary(table: Table, done: list[Row]) -> list[str]:
     proto, figures = table.protocol, table.protocol.figures
     if not done:
         return ["No row has a finished job yet."]
+    k, unit = (100, "%") if proto.percent else (1, "")
     ours = statistics.fmean(r.ours for r in done)
     ses = [r.se for r in done if r.se is not None]
     se = math.sqrt(sum(s * s for s in ses)) / len(ses) if ses else None
@@ -184,12 +186,12 @@ def _summary(table: Table, done: list[Row]) -> list[str]:
     paper = figures["summary"].get("mean") if len(paper_rows) < len(done) else statistics.fmean(paper_rows)
     n = len(done)
     scope = f"{n} row{'s' if n > 1 else ''}" + ("" if n == len(table.rows) else f" of {len(table.rows)}")
-    line = f"- Mean over {scope}: ours **{_pct(ours)}%**" + (f" (± {_pct(se)} SE)" if se is not None else "")
-    line += f", mean over seeds {_pct(spread)}%"
+    line = f"- Mean over {scope}: ours **{_pct(ours, scale=k)}{unit}**" + (f" (± {_pct(se)} SE)" if se else "")
+    line += f", mean over seeds {_pct(spread, scale=k)}{unit}"
     if paper is not None:
         basis = "the same rows" if len(paper_rows) == n else f"the paper's {figures['summary'].get('over', 'rows')}"
-        line += f"; paper {paper:.1f}% ({basis}); difference {100 * ours - paper:+.1f} points"
-    lines = [line]
+        line += f"; paper {paper:.1f}{unit} ({basis}); difference {k * ours - paper:+.1f}"
+    lines = [line, *([f"- Paper: {figures['summary']['text'].strip()}"] if "text" in figures["summary"] else [])]
     if proto.fail_above is not None:
         ours_failed = sum(r.ours > proto.fail_above for r in done)
         paper_failed = (sum(p > 100 * proto.fail_above for p in paper_rows) if paper_rows
@@ -203,29 +205,43 @@ def _summary(table: Table, done: list[Row]) -> list[str]:
     return lines
 
 
-def newest_runs(root: Path, log_dir: Path) -> list[Path]:
-    """For every protocol file under `root`, its newest sweep directory under `log_dir/sweeps/<name>/`."""
+def newest_runs(root: Path, log_dir: Path) -> list[tuple[Path, Path | None]]:
+    """Every protocol's sweep file under `root` with its newest sweep directory under `log_dir/sweeps/<name>/`
+    (None when it has not run)."""
     found = []
     for path in sorted(root.glob("*.protocol.yaml")):
         sweep_file = path.with_name(path.name.replace(".protocol.yaml", ".yaml"))
-        name = yaml.safe_load(sweep_file.read_text())["name"] if sweep_file.is_file() else None
-        runs = sorted((log_dir / "sweeps" / name).glob("*/sweep.yaml")) if name else []
-        if runs:
-            found.append(runs[-1].parent)
-        else:
-            print(f"note: {path}: no run of it under {log_dir / 'sweeps'} yet", file=sys.stderr)
+        if not sweep_file.is_file():
+            raise UserError(f"{path}: no sweep file {sweep_file.name} beside it")
+        runs = sorted((log_dir / "sweeps" / yaml.safe_load(sweep_file.read_text())["name"]).glob("*/sweep.yaml"))
+        found.append((sweep_file, runs[-1].parent if runs else None))
     return found
 
 
-def write(sweep_dirs: list[Path], out: Path) -> str:
-    """Build every table and write the scoreboard; return its text."""
-    tables = [build(d) for d in sweep_dirs]
+def not_run(sweep_file: Path) -> str:
+    """The section of a protocol with no run yet: what it compares with, and the command that runs it."""
+    proto = protocols.load(sweep_file, yaml.safe_load(sweep_file.read_text())["parameters"])
+    lines = [f"## {proto.title} (not run on this machine yet)", "",
+             f"Paper: {proto.paper}. Published figures: {proto.figures['source']}.",
+             f"Command: `python -m attnmem.tools.sweep {sweep_file}` (the comments of the file give its data options)."]
+    figures = {**proto.figures["rows"], **{k: v for k, v in proto.figures["summary"].items() if k != "over"}}
+    if figures:
+        lines.append(f"The paper's figures ({proto.figures.get('metric', '')}): "
+                     + "; ".join(f"{k}: {v}" for k, v in figures.items()) + ".")
+    return "\n".join([*lines, *([f"{proto.note.strip()}"] if proto.note else [])]) + "\n"
+
+
+def write(entries: list[tuple[Path, Path | None]], out: Path) -> str:
+    """Build every table (a section for each protocol not run yet) and write the scoreboard; return its text."""
+    tables = [build(d) for _, d in entries if d is not None]
     if not tables:
-        raise UserError("no protocol run to put on the scoreboard: run a sweep of sweeps/paper/ first")
+        raise UserError(f"no protocol run to put on the scoreboard ({len(entries)} protocols, none has a sweep "
+                        "directory): run a sweep of sweeps/paper/ first")
     head = ("# Scoreboard\n\nGenerated by `python -m attnmem.tools.scoreboard` from the run directories; do not "
             "edit by hand.\n✗: a row above the protocol's failure threshold. SE: the binomial standard error of "
             "the selected figure, √(p(1 − p)/n) over its n validation questions.\n")
     text = head + "".join("\n" + markdown(t) for t in tables)
+    text += "".join("\n" + not_run(f) for f, d in entries if d is None)
     atomic.write_text(out, text)
     for t in tables:
         for problem in t.problems:
@@ -241,7 +257,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--log-dir", type=Path, default=Path("outputs"), help="where sweeps are looked for")
     args = parser.parse_args(argv)
     try:
-        text = write(args.sweep_dirs or newest_runs(PROTOCOLS, args.log_dir), args.out)
+        entries = [(Path(), d) for d in args.sweep_dirs] or newest_runs(PROTOCOLS, args.log_dir)
+        text = write(entries, args.out)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         raise SystemExit(1) from None
