@@ -20,16 +20,28 @@ PROTOCOL = {
     "select": ["train/error", "train/loss"],
     "fail_above": 0.05,
 }
-FIGURES = {"tiny": {"source": "a table", "split": "test", "metric": "error (%)", "rows": {1: 0.1, 2: 8.3},
-                    "summary": {"mean": 4.2}}}
+FIGURES = {
+    "tiny": {
+        "source": "a table",
+        "split": "test",
+        "metric": "error (%)",
+        "rows": {1: 0.1, 2: 8.3},
+        "summary": {"mean": 4.2},
+    }
+}
 
 
 def sweep_files(root: Path, name: str = "tiny", **changes) -> Path:
     """A sweep file, its protocol and the figures file in `root/sweeps/paper/`."""
     folder = root / "sweeps" / "paper"
     folder.mkdir(parents=True, exist_ok=True)
-    spec = {"program": "train.py", "name": name, "method": "grid", "metric": {"name": "val/error", "goal": "minimize"},
-            "parameters": {"data.tasks": {"values": [[1], [2]]}, "seed": {"values": [0, 1, 2]}}}
+    spec = {
+        "program": "train.py",
+        "name": name,
+        "method": "grid",
+        "metric": {"name": "val/error", "goal": "minimize"},
+        "parameters": {"data.tasks": {"values": [[1], [2]]}, "seed": {"values": [0, 1, 2]}},
+    }
     (folder / f"{name}.yaml").write_text(yaml.safe_dump(spec))
     (folder / f"{name}.protocol.yaml").write_text(yaml.safe_dump(PROTOCOL | changes))
     (folder / "figures.yaml").write_text(yaml.safe_dump(FIGURES))
@@ -41,8 +53,13 @@ def sweep_dir(root: Path, sweep_file: Path, jobs: list[list[str]], metrics: dict
     out = root / "outputs" / "sweeps" / "tiny" / "2026-12-01_10-00-00"
     out.mkdir(parents=True)
     spec = yaml.safe_load(sweep_file.read_text())
-    saved = {"file": str(sweep_file), "seed": 0, "overrides": ["data.source.data_dir=x"], "spec": spec,
-             "jobs": [[*j, "data.source.data_dir=x"] for j in jobs]}
+    saved = {
+        "file": str(sweep_file),
+        "seed": 0,
+        "overrides": ["data.source.data_dir=x"],
+        "spec": spec,
+        "jobs": [[*j, "data.source.data_dir=x"] for j in jobs],
+    }
     if seconds is not None:
         saved["seconds"] = seconds
     (out / "sweep.yaml").write_text(yaml.safe_dump(saved))
@@ -74,8 +91,10 @@ def test_every_cell_of_a_per_task_table(tmp_path):
         "| 2 | 30.0 ✗ | 4.6 | seed=0 | 30.0 ± 0.0 | 1 of 3 | 8.3 | +21.7 |",
     ]
     assert "## Tiny per task (incomplete: 4 of 6 jobs finished)" in text
-    assert "- Mean over 2 rows: ours **17.0%** (± 2.5 SE), mean over seeds 16.0%; paper 4.2% (the same rows); " \
-           "difference +12.8" in text
+    assert (
+        "- Mean over 2 rows: ours **17.0%** (± 2.5 SE), mean over seeds 16.0%; paper 4.2% (the same rows); "
+        "difference +12.8" in text
+    )
     assert "- Rows above 5% error (failed, as the papers count them): ours 1 of 2, paper 1" in text
     assert "- Wall time of the sweep: 10 min." in text
     assert f"{table.sweep_dir / '4' / 'metrics.json'}: no 'train/loss'" in text
@@ -85,10 +104,15 @@ def test_every_cell_of_a_per_task_table(tmp_path):
 def test_rows_read_from_one_models_metrics_share_its_selected_job(tmp_path):
     sweep_file = sweep_files(tmp_path, rows={"metric": "val/task{row}/error", "values": [1, 2]})
     jobs = [["data.tasks=[1,2]", f"seed={s}"] for s in (0, 1)]
-    metrics = {0: {"train/error": 0.2, "train/loss": 1.0, "val/error": 0.1, "val/task1/error": 0.0, "val/task2/error": 0.2},
-               1: {"train/error": 0.1, "train/loss": 2.0, "val/error": 0.3, "val/task1/error": 0.1, "val/task2/error": 0.5}}
+    metrics = {
+        0: {"train/error": 0.2, "train/loss": 1.0, "val/error": 0.1, "val/task1/error": 0.0, "val/task2/error": 0.2},
+        1: {"train/error": 0.1, "train/loss": 2.0, "val/error": 0.3, "val/task1/error": 0.1, "val/task2/error": 0.5},
+    }
     table = scoreboard.build(sweep_dir(tmp_path, sweep_file, jobs, metrics))
-    assert [(r.label, r.ours, r.chosen, r.seeds) for r in table.rows] == [("1", 0.1, "seed=1", 2), ("2", 0.5, "seed=1", 2)]
+    assert [(r.label, r.ours, r.chosen, r.seeds) for r in table.rows] == [
+        ("1", 0.1, "seed=1", 2),
+        ("2", 0.5, "seed=1", 2),
+    ]
     assert table.rows[1].se == pytest.approx((0.5 * 0.5 / 50) ** 0.5)  # 100 questions over two tasks
     assert table.finished == table.jobs == 2 and "incomplete" not in scoreboard.markdown(table)
 

@@ -63,9 +63,18 @@ def load(sweep_file: Path, parameters: dict[str, Any]) -> Protocol | None:
     if "parameter" not in rows and not ("metric" in rows and "values" in rows):
         raise UserError(f"{path}: rows: give parameter: <a sweep parameter>, or metric: <key with {{row}}> and values")
     select = [raw["select"]] if isinstance(raw["select"], str) else list(raw["select"])
-    return Protocol(path, raw["title"], raw["paper"], raw["metric"], select, rows,
-                    _figures(path, raw["figures"]), raw.get("fail_above"), raw.get("note", ""),
-                    raw.get("percent", True))
+    return Protocol(
+        path,
+        raw["title"],
+        raw["paper"],
+        raw["metric"],
+        select,
+        rows,
+        _figures(path, raw["figures"]),
+        raw.get("fail_above"),
+        raw.get("note", ""),
+        raw.get("percent", True),
+    )
 
 
 def _figures(path: Path, key: str) -> dict[str, Any]:

@@ -82,7 +82,9 @@ def build(sweep_dir: Path) -> Table:
     spec, jobs = load_rows(sweep_dir)
     proto = protocols.load(Path(saved["file"]), spec["parameters"])
     if proto is None:
-        raise UserError(f"{sweep_dir}: made from {saved['file']}, which has no {protocols.sidecar(Path(saved['file']))}")
+        raise UserError(
+            f"{sweep_dir}: made from {saved['file']}, which has no {protocols.sidecar(Path(saved['file']))}"
+        )
     problems, usable = [], []
     for job in (j for j in jobs if j["state"] == "finished"):
         missing = [k for k in [*proto.select, *proto.row_keys()] if k not in job]
@@ -140,33 +142,44 @@ def _pct(value: float | None, digits: int = 1, scale: float = 100) -> str:
     return "" if value is None else f"{scale * value:.{digits}f}"
 
 
-def markdown(table: Table) -> str:
-    """One protocol's section: how it was made, the table, and its summary lines."""
-    proto, figures, rows = table.protocol, table.protocol.figures, table.rows
-    done = [r for r in rows if r.ours is not None]
-    k = 100 if proto.percent else 1
+def _header(table: Table) -> list[str]:
+    """The section's title and how its figures were made and chosen."""
+    proto, figures = table.protocol, table.protocol.figures
     status = "" if table.finished == table.jobs else f" (incomplete: {table.finished} of {table.jobs} jobs finished)"
-    lines = [
+    split = proto.metric.split("/")[0]
+    where = "validation carved from the training data (the test files are withheld)" if split == "val" else split
+    rule = ", then ".join(f"`{key}`" for key in proto.select)
+    return [
         f"## {proto.title}{status}",
         "",
         f"Paper: {proto.paper}. Published figures: {figures['source']} ({figures.get('split', 'test')} "
         f"{figures.get('metric', '')}).",
-        f"Ours: `{proto.metric}`{' in %' if proto.percent else ''}, {'validation carved from the training data (the test files are withheld)' if proto.metric.startswith('val/') else proto.metric.split('/')[0]}; "
-        f"per row the job lowest in {', then '.join(f'`{k}`' for k in proto.select)} (the paper's rule; never chosen by validation).",
+        f"Ours: `{proto.metric}`{' in %' if proto.percent else ''}, {where}; per row the job lowest in {rule} "
+        "(the paper's rule; never chosen by validation).",
         f"Command: `{table.command}`; a row's run: `python train.py` with the sweep's overrides and those in its "
         "*run* column.",
         "",
         "| row | ours (selected) | ± SE | run | ours mean ± std over seeds | seeds | paper | ours − paper |",
         "|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
+
+
+def markdown(table: Table) -> str:
+    """One protocol's section: how it was made, the table, and its summary lines."""
+    proto, rows = table.protocol, table.rows
+    done = [r for r in rows if r.ours is not None]
+    k = 100 if proto.percent else 1
+    lines = _header(table)
     for r in rows:
         failed = " ✗" if proto.fail_above is not None and r.ours is not None and r.ours > proto.fail_above else ""
         spread = f"{_pct(r.mean, scale=k)} ± {_pct(r.std, scale=k)}" if r.mean is not None else ""
         diff = f"{k * r.ours - r.paper:+.1f}" if r.ours is not None and r.paper is not None else ""
         paper = "" if r.paper is None else f"{r.paper:.1f}"
         seeds = f"{r.seeds}" if r.seeds == r.planned else f"{r.seeds} of {r.planned}"
-        lines.append(f"| {r.label} | {_pct(r.ours, scale=k)}{failed} | {_pct(r.se)} | {r.chosen} | {spread} | {seeds} | "
-                     f"{paper} | {diff} |")
+        lines.append(
+            f"| {r.label} | {_pct(r.ours, scale=k)}{failed} | {_pct(r.se)} | {r.chosen} | {spread} | {seeds} | "
+            f"{paper} | {diff} |"
+        )
     lines += ["", *_summary(table, done)]
     if table.problems:
         lines += ["", "Left out:", *(f"- {p}" for p in table.problems)]
@@ -194,10 +207,13 @@ def _summary(table: Table, done: list[Row]) -> list[str]:
     lines = [line, *([f"- Paper: {figures['summary']['text'].strip()}"] if "text" in figures["summary"] else [])]
     if proto.fail_above is not None:
         ours_failed = sum(r.ours > proto.fail_above for r in done)
-        paper_failed = (sum(p > 100 * proto.fail_above for p in paper_rows) if paper_rows
-                        else figures["summary"].get("failed"))
-        lines.append(f"- Rows above {_pct(proto.fail_above, 0)}% error (failed, as the papers count them): "
-                     f"ours {ours_failed} of {n}" + ("" if paper_failed is None else f", paper {paper_failed}"))
+        paper_failed = (
+            sum(p > 100 * proto.fail_above for p in paper_rows) if paper_rows else figures["summary"].get("failed")
+        )
+        lines.append(
+            f"- Rows above {_pct(proto.fail_above, 0)}% error (failed, as the papers count them): "
+            f"ours {ours_failed} of {n}" + ("" if paper_failed is None else f", paper {paper_failed}")
+        )
     if table.seconds is not None:
         lines.append(f"- Wall time of the sweep: {table.seconds / 60:.0f} min.")
     if proto.note:
@@ -221,13 +237,19 @@ def newest_runs(root: Path, log_dir: Path) -> list[tuple[Path, Path | None]]:
 def not_run(sweep_file: Path) -> str:
     """The section of a protocol with no run yet: what it compares with, and the command that runs it."""
     proto = protocols.load(sweep_file, yaml.safe_load(sweep_file.read_text())["parameters"])
-    lines = [f"## {proto.title} (not run on this machine yet)", "",
-             f"Paper: {proto.paper}. Published figures: {proto.figures['source']}.",
-             f"Command: `python -m attnmem.tools.sweep {sweep_file}` (the comments of the file give its data options)."]
+    lines = [
+        f"## {proto.title} (not run on this machine yet)",
+        "",
+        f"Paper: {proto.paper}. Published figures: {proto.figures['source']}.",
+        f"Command: `python -m attnmem.tools.sweep {sweep_file}` (the comments of the file give its data options).",
+    ]
     figures = {**proto.figures["rows"], **{k: v for k, v in proto.figures["summary"].items() if k != "over"}}
     if figures:
-        lines.append(f"The paper's figures ({proto.figures.get('metric', '')}): "
-                     + "; ".join(f"{k}: {v}" for k, v in figures.items()) + ".")
+        lines.append(
+            f"The paper's figures ({proto.figures.get('metric', '')}): "
+            + "; ".join(f"{k}: {v}" for k, v in figures.items())
+            + "."
+        )
     return "\n".join([*lines, *([f"{proto.note.strip()}"] if proto.note else [])]) + "\n"
 
 
@@ -235,11 +257,15 @@ def write(entries: list[tuple[Path, Path | None]], out: Path) -> str:
     """Build every table (a section for each protocol not run yet) and write the scoreboard; return its text."""
     tables = [build(d) for _, d in entries if d is not None]
     if not tables:
-        raise UserError(f"no protocol run to put on the scoreboard ({len(entries)} protocols, none has a sweep "
-                        "directory): run a sweep of sweeps/paper/ first")
-    head = ("# Scoreboard\n\nGenerated by `python -m attnmem.tools.scoreboard` from the run directories; do not "
-            "edit by hand.\n✗: a row above the protocol's failure threshold. SE: the binomial standard error of "
-            "the selected figure, √(p(1 − p)/n) over its n validation questions.\n")
+        raise UserError(
+            f"no protocol run to put on the scoreboard ({len(entries)} protocols, none has a sweep "
+            "directory): run a sweep of sweeps/paper/ first"
+        )
+    head = (
+        "# Scoreboard\n\nGenerated by `python -m attnmem.tools.scoreboard` from the run directories; do not "
+        "edit by hand.\n✗: a row above the protocol's failure threshold. SE: the binomial standard error of "
+        "the selected figure, √(p(1 − p)/n) over its n validation questions.\n"
+    )
     text = head + "".join("\n" + markdown(t) for t in tables)
     text += "".join("\n" + not_run(f) for f, d in entries if d is None)
     atomic.write_text(out, text)
