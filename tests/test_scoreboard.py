@@ -172,3 +172,15 @@ def test_the_sweep_report_of_a_protocol_sweep_adds_its_table(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "# Sweep `tiny`" in printed  # the generic report first, then the paper's rule
     assert "| 1 | 4.0 | 2.0 | seed=1 | 2.0 ± 2.0 | 3 | 0.1 | +3.9 |" in printed
+
+
+def test_a_bad_protocol_stops_the_sweep_before_any_job_in_one_line(tmp_path, monkeypatch, capsys):
+    from attnmem.tools import sweep  # noqa: PLC0415
+
+    sweep_file = sweep_files(tmp_path, select_by="x")
+    monkeypatch.chdir(Path(__file__).parents[1])  # program: train.py, beside conf/
+    with pytest.raises(SystemExit) as info:
+        sweep.main([str(sweep_file), "--dry-run"])
+    err = capsys.readouterr().err.strip()
+    assert info.value.code == 1 and err.count("\n") == 0
+    assert err.startswith(f"error: {protocol.sidecar(sweep_file)}: unknown key 'select_by'")

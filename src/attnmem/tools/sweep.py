@@ -164,9 +164,7 @@ def run(
         check_jobs(jobs or [first], path)
         if "metric" not in spec:  # W&B's grid and random need none; the report ranks by what the jobs monitor
             spec["metric"] = monitored_metric(jobs[0])
-        if "early_terminate" in spec:
-            print(f"note: {path}: early_terminate is applied by W&B's agent only; the local runner trains every "
-                  "job to its end (each job's own early stopping still applies)")
+        _notes(spec, path)
         if dry_run:
             _print_plan(spec, jobs, extra)
             return None
@@ -202,6 +200,17 @@ def _add_seconds(out: Path, seconds: float) -> None:
     saved = yaml.safe_load((out / SPEC_FILE).read_text())
     saved["seconds"] = saved.get("seconds", 0.0) + seconds
     atomic.write_text(out / SPEC_FILE, yaml.safe_dump(saved, sort_keys=False))
+
+
+def _notes(spec: dict[str, Any], path: Path) -> None:
+    """What the local run differs in from W&B's, and a paper protocol's note (its sidecar checked here, before
+    any job runs)."""
+    if "early_terminate" in spec:
+        print(f"note: {path}: early_terminate is applied by W&B's agent only; the local runner trains every "
+              "job to its end (each job's own early stopping still applies)")
+    proto = protocol.load(path, spec["parameters"])
+    if proto is not None and proto.note:
+        print(f"note: {proto.path}: {proto.note.strip()}")
 
 
 def _job(overrides: list[str], index: int, out: Path) -> list[str]:
