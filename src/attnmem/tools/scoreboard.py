@@ -138,6 +138,11 @@ def _key(label: str) -> Any:
     return int(label) if label.isdigit() else label
 
 
+def _failed(proto: Protocol, value: float) -> bool:
+    """Above the protocol's threshold; 5.0% is not above 5% (metrics are logged in float32: 0.05 is 0.0500000007)."""
+    return proto.fail_above is not None and round(value, 6) > proto.fail_above
+
+
 def _pct(value: float | None, digits: int = 1, scale: float = 100) -> str:
     return "" if value is None else f"{scale * value:.{digits}f}"
 
@@ -171,7 +176,7 @@ def markdown(table: Table) -> str:
     k = 100 if proto.percent else 1
     lines = _header(table)
     for r in rows:
-        failed = " ✗" if proto.fail_above is not None and r.ours is not None and r.ours > proto.fail_above else ""
+        failed = " ✗" if r.ours is not None and _failed(proto, r.ours) else ""
         spread = f"{_pct(r.mean, scale=k)} ± {_pct(r.std, scale=k)}" if r.mean is not None else ""
         diff = f"{k * r.ours - r.paper:+.1f}" if r.ours is not None and r.paper is not None else ""
         paper = "" if r.paper is None else f"{r.paper:.1f}"
@@ -206,7 +211,7 @@ def _summary(table: Table, done: list[Row]) -> list[str]:
         line += f"; paper {paper:.1f}{unit} ({basis}); difference {k * ours - paper:+.1f}"
     lines = [line, *([f"- Paper: {figures['summary']['text'].strip()}"] if "text" in figures["summary"] else [])]
     if proto.fail_above is not None:
-        ours_failed = sum(r.ours > proto.fail_above for r in done)
+        ours_failed = sum(_failed(proto, r.ours) for r in done)
         paper_failed = (
             sum(p > 100 * proto.fail_above for p in paper_rows) if paper_rows else figures["summary"].get("failed")
         )
@@ -214,7 +219,7 @@ def _summary(table: Table, done: list[Row]) -> list[str]:
             f"- Rows above {_pct(proto.fail_above, 0)}% error (failed, as the papers count them): "
             f"ours {ours_failed} of {n}" + ("" if paper_failed is None else f", paper {paper_failed}")
         )
-    if table.seconds is not None:
+    if table.seconds:
         lines.append(f"- Wall time of the sweep: {table.seconds / 60:.0f} min.")
     if proto.note:
         lines.append(f"- {proto.note.strip()}")

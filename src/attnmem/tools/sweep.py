@@ -241,8 +241,9 @@ def _print_plan(spec: dict[str, Any], jobs: list[list[str]], extra: list[str]) -
 def _save(out: Path, path: Path, spec: dict[str, Any], jobs: list[list[str]], extra: list[str], seed: int) -> None:
     out.mkdir(parents=True, exist_ok=True)
     saved = {"file": str(path), "seed": seed, "overrides": extra, "spec": spec, "jobs": jobs}
-    if (out / SPEC_FILE).is_file():  # a resumed sweep keeps the wall time of its earlier sessions
-        saved["seconds"] = yaml.safe_load((out / SPEC_FILE).read_text()).get("seconds", 0.0)
+    earlier = yaml.safe_load((out / SPEC_FILE).read_text()) if (out / SPEC_FILE).is_file() else {}
+    if "seconds" in earlier:  # a resumed sweep keeps the wall time of its earlier sessions
+        saved["seconds"] = earlier["seconds"]
     atomic.write_text(out / SPEC_FILE, yaml.safe_dump(saved, sort_keys=False))
 
 
