@@ -84,7 +84,7 @@ def split_sizes(datamodule: Any) -> dict[str, int]:
     """Examples per split of a set-up datamodule, for the splits whose dataset has a length (a figure's
     standard error needs it)."""
     sizes = {}
-    for split in ("train", "val", "test"):
+    for split in ("train", "val", "test") if getattr(datamodule, "has_test", True) else ("train", "val"):
         loader = getattr(datamodule, f"{split}_dataloader")()
         if isinstance(getattr(loader, "dataset", None), Sized):
             sizes[split] = len(loader.dataset)
