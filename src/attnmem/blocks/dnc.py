@@ -11,7 +11,7 @@ from torch import Tensor, nn
 from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.dnc_memory import DNCMemory, MemoryState
 
-__all__ = ["DNCCore", "DNCState"]
+__all__ = ["DNCCore", "DNCState", "weightings"]
 
 
 class DNCState(NamedTuple):
@@ -30,7 +30,7 @@ class DNCCore(nn.Module):
     `nn.LSTM`), sees χ_t = [x_t; r_{t-1}] and emits the interface vector ξ_t = W_ξ h_t, clipped to
     ±`interface_clip` (as Csordás & Schmidhuber's implementation, against saturated gates); the memory
     then writes and reads (`DNCMemory`). `forward` returns the features [h_t; r_t] per step, from which
-    a model's output layer gives y_t = W_y h_t + W_r r_t, and the read and write weightings per step.
+    a model's output layer gives y_t = W_y h_t + W_r r_t, and the state after each step.
     """
 
     def __init__(self, *, input_size: int, score: Callable[..., nn.Module], controller_size: int = 100,
@@ -65,20 +65,25 @@ class DNCCore(nn.Module):
         interface = self.interface_proj(h).clamp(-self.interface_clip, self.interface_clip)
         return DNCState(hidden=h, cell=c, memory=self.memory(interface, state.memory))
 
-    def forward(self, inputs: Tensor, steps: Tensor | None = None) -> tuple[Tensor, list[Tensor]]:
-        """Features (B, T, C + R·W) and weightings (B, R + 1, N) per step (read heads, then the write head).
+    def forward(self, inputs: Tensor, steps: Tensor | None = None) -> tuple[Tensor, list[DNCState]]:
+        """Features (B, T, C + R·W) and the state after each step.
 
         `steps (B, T)` bool, when given, marks the real steps: at a padding step a sequence keeps its state.
         """
         state = self.initial_state(inputs.shape[0], inputs)
         x_gates = self.input_proj(inputs)  # (B, T, 4C): one matmul for the whole sequence
-        features, weights = [], []
+        features, states = [], []
         for t in range(inputs.shape[1]):
             new = self.step(x_gates[:, t], state)
             state = new if steps is None else _where(steps[:, t], new, state)
             features.append(torch.cat([state.hidden, state.memory.reads.flatten(1)], -1))
-            weights.append(torch.cat([state.memory.read_weights, state.memory.write_weights.unsqueeze(1)], 1))
-        return torch.stack(features, 1), weights
+            states.append(state)
+        return torch.stack(features, 1), states
+
+
+def weightings(states: list[DNCState]) -> list[Tensor]:
+    """Per step, the read heads' weightings and then the write head's: (B, R + 1, N)."""
+    return [torch.cat([s.memory.read_weights, s.memory.write_weights.unsqueeze(1)], 1) for s in states]
 
 
 def _where(keep_new: Tensor, new: DNCState, old: DNCState) -> DNCState:

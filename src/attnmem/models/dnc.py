@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar
 
+import torch
 from torch import Tensor, nn
 
 from attnmem.blocks.checks import check_sizes
-from attnmem.blocks.dnc import DNCCore
+from attnmem.blocks.dnc import DNCCore, weightings
 from attnmem.blocks.output import Output
 
 __all__ = ["DNC"]
@@ -42,5 +43,11 @@ class DNC(nn.Module):
         self.output_proj = nn.Linear(self.core.output_size, output_size)
 
     def forward(self, batch: dict[str, Tensor]) -> Output:
-        features, weights = self.core(batch["inputs"])  # (B, T, C + R·W)
-        return Output(pred=self.output_proj(features), attention=weights)
+        features, states = self.core(batch["inputs"])  # (B, T, C + R·W)
+        return Output(pred=self.output_proj(features), attention=weightings(states))
+
+    @torch.no_grad()
+    def memory_trace(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+        """For the plots: usage `(B, T, N)` after each step and the final link matrix `(B, N, N)`."""
+        _, states = self.core(batch["inputs"])
+        return {"usage": torch.stack([s.memory.usage for s in states], 1), "link": states[-1].memory.link}

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from attnmem.blocks.checks import check_sizes
-from attnmem.blocks.dnc import DNCCore
+from attnmem.blocks.dnc import DNCCore, weightings
 from attnmem.blocks.output import Output
 from attnmem.blocks.rnn import compact
 
@@ -44,5 +44,5 @@ class DNCReader(nn.Module):
     def forward(self, batch: dict[str, Tensor]) -> Output:
         words = compact(torch.cat([batch["story"].flatten(1), batch["query"]], 1).long(), self.pad_id)  # (B, T)
         steps = words != self.pad_id  # (B, T): a shorter row keeps its state over its padding
-        features, weights = self.core(self.embedding(words), steps)  # (B, T, C + R·W)
-        return Output(pred=self.head(features[:, -1]), attention=weights)  # (B, num_answers)
+        features, states = self.core(self.embedding(words), steps)  # (B, T, C + R·W)
+        return Output(pred=self.head(features[:, -1]), attention=weightings(states))  # (B, num_answers)
