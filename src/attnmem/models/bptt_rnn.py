@@ -62,7 +62,7 @@ class BPTT(torch.autograd.Function):
         previous = torch.cat([h0.unsqueeze(1), hs[:, :-1]], 1)  # (B, T, H): h_{t-1}
         from_above = grad_logits @ w_hy  # (B, T, H): W_hyᵀ g_t for every step
         deltas = torch.empty_like(hs)  # (B, T, H): δ_t
-        grad_h = grad_last if grad_last is not None else torch.zeros_like(h0)  # ∂L/∂h_T from beyond the sequence
+        grad_h = grad_last  # ∂L/∂h_T from beyond the sequence (zeros when h_T is unused: autograd materialises them)
         for t in reversed(range(hs.shape[1])):
             grad_h = grad_h + from_above[:, t]  # eq. 3
             deltas[:, t] = grad_h * (1 - hs[:, t] ** 2)  # eq. 4
