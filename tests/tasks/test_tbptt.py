@@ -66,13 +66,20 @@ def _fit(compose_cfg, tmp_path, name, *overrides):
     return module, trainer
 
 
-def test_chunks_as_long_as_the_sequence_train_exactly_as_full_bptt_step_for_step(compose_cfg, tmp_path):
-    # clipping and a per-epoch scheduler go through the manual path too
+SCHEDULES = {  # stepped by Lightning's loop without truncation, by attnmem.tasks.tbptt with it
+    "per_epoch": "{_target_:torch.optim.lr_scheduler.StepLR,_partial_:true,step_size:1,gamma:0.5}",
+    "per_step": "{_target_:attnmem.tasks.schedules.noam,_partial_:true,d_model:16,warmup:4}",
+}
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_chunks_as_long_as_the_sequence_train_exactly_as_full_bptt_step_for_step(compose_cfg, tmp_path, schedule):
+    # gradient clipping and the scheduler go through the manual path too
     common = [
         "trainer.max_epochs=2",
         "trainer.gradient_clip_val=0.05",
         "optimizer.lr=0.01",
-        "scheduler={_target_:torch.optim.lr_scheduler.StepLR,_partial_:true,step_size:1,gamma:0.5}",
+        f"scheduler={SCHEDULES[schedule]}",
     ]
     full, full_trainer = _fit(compose_cfg, tmp_path, "full", *common)
     chunked, chunked_trainer = _fit(compose_cfg, tmp_path, "chunked", *common, "+task.tbptt_steps=100")
@@ -83,7 +90,10 @@ def test_chunks_as_long_as_the_sequence_train_exactly_as_full_bptt_step_for_step
     keys = {k for k in full_trainer.logged_metrics if not k.endswith("_seconds")}
     assert {"train/loss", "val/bit_errors"} <= keys
     assert {k: full_trainer.logged_metrics[k] for k in keys} == {k: chunked_trainer.logged_metrics[k] for k in keys}
-    assert chunked.optimizers().param_groups[0]["lr"] == pytest.approx(0.01 * 0.25)  # stepped at both epoch ends
+    lrs = [m.optimizers().param_groups[0]["lr"] for m in (full, chunked)]
+    assert lrs[0] == lrs[1] != 0.01  # the same schedule steps
+    if schedule == "per_epoch":
+        assert lrs[1] == pytest.approx(0.01 * 0.25)  # stepped at both epoch ends
 
 
 def test_short_chunks_make_one_step_per_chunk_with_output_bits(compose_cfg, tmp_path):
