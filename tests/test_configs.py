@@ -49,7 +49,9 @@ def _data_overrides(data: str, tmp_path: Path) -> list[str]:
     if data == "span_gen":
         return ["data.source.num_train=48", "data.source.num_val=16", "data.source.num_test=16", "data.batch_size=16"]
     if data == "patterns":
-        return ["data.size=64", "data.num_patterns=8", "data.noise=0.2"]
+        return ["data.size=64", "data.num_patterns=8", "data.noise=0.2", "data.partner_size=16"]
+    if data == "pairs":
+        return ["data.size=64", "data.num_patterns=4", "data.partner_size=32"]
     sequence = ["data.batch_size=4", "data.steps_per_epoch=2", "data.num_val=4", "data.num_test=4"]
     if data == "copy":
         return [*sequence, "data.task.max_length=2", "data.test_lengths=[3]"]

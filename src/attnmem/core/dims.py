@@ -66,6 +66,7 @@ class PatternsDims:
 
     size: int  # N: units per pattern
     num_patterns: int  # K
+    partner_size: int = 0  # M: units of the partner y each pattern x is stored with (0: no partners)
 
 
 Dims = QADims | SequenceDims | Seq2SeqDims | SpanDims | PatternsDims

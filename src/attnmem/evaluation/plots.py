@@ -150,14 +150,15 @@ def energy_curves(energy: Tensor, title: str) -> Figure:
 
 
 def pattern_images(stored: Tensor, probes: Tensor, recalled: Tensor, overlap: Tensor) -> Figure:
-    """Stored, probe and recalled patterns `(P, N)` as images side by side, one row per probe."""
-    shape = image_shape(stored.shape[-1])
+    """Stored, probe and recalled patterns `(P, N)` as images side by side, one row per probe (a probe of x
+    beside a stored and recalled y may have another size)."""
     rows = stored.shape[0]
     fig, axes = plt.subplots(rows, 3, figsize=(6.0, 0.4 + 1.8 * rows), squeeze=False)
     for i in range(rows):
         for j, (name, image) in enumerate((("stored", stored), ("probe", probes), ("recalled", recalled))):
             ax = axes[i, j]
-            ax.imshow(image[i].reshape(shape).numpy(), cmap="gray", vmin=-1, vmax=1, aspect="auto")
+            pixels = image[i].reshape(image_shape(image.shape[-1])).numpy()
+            ax.imshow(pixels, cmap="gray", vmin=-1, vmax=1, aspect="auto")
             ax.set_xticks([])
             ax.set_yticks([])
             if i == 0:
