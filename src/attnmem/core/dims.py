@@ -68,7 +68,17 @@ class PatternsDims:
     num_patterns: int  # K
 
 
-Dims = QADims | SequenceDims | Seq2SeqDims | SpanDims | PatternsDims
+@dataclass(frozen=True)
+class GraphDims:
+    """One graph's node features in, a class per node out (node classification)."""
+
+    num_features: int  # F: features per node
+    num_classes: int  # C
+    num_nodes: int  # N
+    classes: list[str] = field(default_factory=list)  # the name of each class, for plots
+
+
+Dims = QADims | SequenceDims | Seq2SeqDims | SpanDims | PatternsDims | GraphDims
 
 
 def kwargs(dims: Dims) -> dict[str, Any]:
