@@ -34,6 +34,15 @@ def test_gcn_is_eq_9_of_kipf_and_welling():
     assert torch.allclose(net({"features": x, "edge_index": PATH}).pred, expected, atol=1e-6)
 
 
+def test_gcn_under_bf16_autocast_propagates_in_float32():
+    torch.manual_seed(0)
+    net = GCN(num_features=4, num_classes=2).eval()
+    batch = {"features": torch.randn(3, 4), "edge_index": PATH}
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed = net(batch).pred
+    assert torch.allclose(mixed.float(), net(batch).pred, atol=0.05)
+
+
 def test_leaky_concat_score_by_hand():
     score = LeakyConcat(query_dim=2, key_dim=3, negative_slope=0.2)
     with torch.no_grad():

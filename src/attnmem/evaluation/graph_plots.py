@@ -62,11 +62,12 @@ def predictions(
 
 
 def edge_attention(edge_index: Tensor, alpha: Tensor, pred: Tensor, title: str) -> Figure:
-    """Each edge drawn as thick and dark as its attention weight (α_ij + α_ji)/2 of `alpha (N, N)`."""
+    """Each edge drawn the thicker and brighter the more attention (α_ij + α_ji)/2 of `alpha (N, N)` it has."""
     graph, pos = drawn_graph(edge_index, len(pred))
     edges = list(graph.edges)
     weights = [float(alpha[i, j] + alpha[j, i]) / 2 for i, j in edges]
     top = max(weights, default=1.0) or 1.0
+    scale = 4.0 if len(edges) <= 200 else 1.5  # a dense drawing needs thin lines to stay legible
     cmap = plt.get_cmap("tab10")
     fig, ax = plt.subplots(figsize=(7, 6))
     drawn = nx.draw_networkx_edges(
@@ -74,7 +75,7 @@ def edge_attention(edge_index: Tensor, alpha: Tensor, pred: Tensor, title: str) 
         pos,
         ax=ax,
         edgelist=edges,
-        width=[0.5 + 4 * w / top for w in weights],
+        width=[0.3 + scale * w / top for w in weights],
         edge_color=weights,
         edge_cmap=plt.get_cmap("viridis"),
         edge_vmin=0,

@@ -9,8 +9,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnmem.blocks.output import Output
+from attnmem.core.float32 import in_float32
 
-__all__ = ["GCN", "renormalized_adjacency"]
+__all__ = ["GCN", "propagate", "renormalized_adjacency"]
 
 
 def renormalized_adjacency(edge_index: Tensor, num_nodes: int) -> Tensor:
@@ -28,6 +29,12 @@ def renormalized_adjacency(edge_index: Tensor, num_nodes: int) -> Tensor:
     return torch.sparse_coo_tensor(
         torch.stack([rows, cols]), values, (num_nodes, num_nodes), check_invariants=False
     ).coalesce()
+
+
+@in_float32  # sparse products take no bfloat16 on every device, and each row sums a node's whole neighbourhood
+def propagate(a_hat: Tensor, h: Tensor) -> Tensor:
+    """Â H for sparse `a_hat (N, N)` and `h (N, D)`: (N, D)."""
+    return torch.sparse.mm(a_hat, h)
 
 
 class GCN(nn.Module):
@@ -63,7 +70,7 @@ class GCN(nn.Module):
         a_hat = renormalized_adjacency(batch["edge_index"], h.shape[0])  # (N, N) sparse
         for layer, linear in enumerate(self.weights):
             h = F.dropout(h, self.dropout, self.training)
-            h = torch.sparse.mm(a_hat, h @ linear.weight.T) + linear.bias  # Â H W, (N, width)
+            h = propagate(a_hat, h @ linear.weight.T) + linear.bias  # Â H W, (N, width)
             if layer < len(self.weights) - 1:
                 h = F.relu(h)
         return Output(pred=h)  # (N, C) logits
