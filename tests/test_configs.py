@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -52,6 +55,12 @@ def _data_overrides(data: str, tmp_path: Path) -> list[str]:
         return ["data.size=64", "data.num_patterns=8", "data.noise=0.2", "data.partner_size=16"]
     if data == "pairs":
         return ["data.size=64", "data.num_patterns=4", "data.partner_size=32"]
+    if data == "karate":
+        return ["data.steps_per_epoch=2"]
+    if data == "sbm":
+        return ["data.source.nodes=40", "data.source.train_per_class=2", "data.source.num_val=8", "data.steps_per_epoch=2"]
+    if data in ("graph_files", "cora"):  # a ring of 12 nodes of 2 classes, as edge-list files or as LINQS's cora.tgz
+        return graph_files(data, tmp_path)
     sequence = ["data.batch_size=4", "data.steps_per_epoch=2", "data.num_val=4", "data.num_test=4"]
     if data == "copy":
         return [*sequence, "data.task.max_length=2", "data.test_lengths=[3]"]
@@ -72,6 +81,26 @@ def _data_overrides(data: str, tmp_path: Path) -> list[str]:
         (tmp_path / "pairs.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in pairs))
         return [f"data.source.train_file={tmp_path / 'pairs.tsv'}", "data.batch_size=8"]
     raise AssertionError(f"conf/data/{data}.yaml has no small-size overrides in tests/test_configs.py")
+
+
+def graph_files(data: str, tmp_path: Path) -> list[str]:
+    """Overrides reading a 12-node ring from edge-list files (`graph_files`) or a local cora.tgz (`cora`)."""
+    nodes = [f"n{i}" for i in range(12)]
+    edges = "".join(f"{nodes[i]} {nodes[(i + 1) % 12]}\n" for i in range(12))
+    content = "".join(f"{n} {i % 3} {(i + 1) % 2} {'ab'[i % 2]}\n" for i, n in enumerate(nodes))
+    split = ["data.source.train_per_class=2", "data.source.num_val=4", "data.source.num_test=null",
+             "data.steps_per_epoch=2"]
+    if data == "graph_files":
+        (tmp_path / "edges.txt").write_text(edges)
+        (tmp_path / "labels.txt").write_text("".join(f"{n} {'ab'[i % 2]}\n" for i, n in enumerate(nodes)))
+        return [f"data.source.edges={tmp_path / 'edges.txt'}", f"data.source.labels={tmp_path / 'labels.txt'}", *split]
+    with tarfile.open(tmp_path / "cora.tgz", "w:gz") as tar:
+        for name, text in (("cora/cora.content", content), ("cora/cora.cites", edges)):
+            info = tarfile.TarInfo(name)
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    digest = hashlib.sha256((tmp_path / "cora.tgz").read_bytes()).hexdigest()
+    return [f"data.source.data_dir={tmp_path}", f"data.source.sha256={digest}", *split]
 
 
 def test_every_model_has_a_data_it_fits():

@@ -69,7 +69,17 @@ class PatternsDims:
     partner_size: int = 0  # M: units of the partner y each pattern x is stored with (0: no partners)
 
 
-Dims = QADims | SequenceDims | Seq2SeqDims | SpanDims | PatternsDims
+@dataclass(frozen=True)
+class GraphDims:
+    """One graph's node features in, a class per node out (node classification)."""
+
+    num_features: int  # F: features per node
+    num_classes: int  # C
+    num_nodes: int  # N
+    classes: list[str] = field(default_factory=list)  # the name of each class, for plots
+
+
+Dims = QADims | SequenceDims | Seq2SeqDims | SpanDims | PatternsDims | GraphDims
 
 
 def kwargs(dims: Dims) -> dict[str, Any]:
