@@ -32,7 +32,7 @@ class Word2Vec(nn.Module):
     families: ClassVar[tuple[str, ...]] = ("embeddings",)
     objective: ClassVar[str] = "negative_sampling"  # logistic loss: pred[..., 0] positive, pred[..., 1:] noise
 
-    def __init__(self, *, vocab_size: int, window: int, embed_dim: int = 32, mode: str = "skipgram") -> None:
+    def __init__(self, *, vocab_size: int, window: int, embed_dim: int = 100, mode: str = "skipgram") -> None:
         super().__init__()
         check_sizes("Word2Vec", {"vocab_size": vocab_size, "window": window, "embed_dim": embed_dim})
         if mode not in MODES:
