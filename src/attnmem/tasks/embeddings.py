@@ -120,9 +120,14 @@ class EmbeddingsTask(L.LightningModule):
             logged |= {"val/analogy_acc": torch.tensor(accuracy), "val/analogy_questions": torch.tensor(float(asked))}
         return logged
 
+    def on_fit_end(self) -> None:
+        self.fitted = True  # the next validation is the run's own, of its best checkpoint
+
     def on_validation_end(self) -> None:
-        if self.trainer.state.fn == TrainerFn.VALIDATING and self.trainer.is_global_zero:
-            self.export(Path(self.trainer.default_root_dir))
+        # only after this module's training: eval.py's validation writes metrics, never files beside them
+        if getattr(self, "fitted", False) and self.trainer.state.fn == TrainerFn.VALIDATING:
+            if self.trainer.is_global_zero:
+                self.export(Path(self.trainer.default_root_dir))
 
     @torch.no_grad()
     def export(self, out_dir: Path) -> list[Path]:
