@@ -50,6 +50,15 @@ def _data_overrides(data: str, tmp_path: Path) -> list[str]:
         path.write_text(json.dumps({"version": "1.1", "data": [{"title": str(k), "paragraphs": qas[k::4]}
                                                                for k in range(4)]}))
         return [f"data.source.train_path={path}", "data.source.val_fraction=0.25", "data.batch_size=16"]
+    if data in ("text_corpus", "babi_corpus", "squad_corpus"):  # the same files, read as text
+        small = ["data.min_count=1", "data.batch_size=8", "data.val_windows=16"]
+        if data == "squad_corpus":
+            path = Path(_data_overrides("squad", tmp_path)[0].split("=", 1)[1])
+            return [f"data.source.path={path}", "data.source.val_fraction=0.25", *small]
+        babi = Path(_data_overrides("babi", tmp_path)[0].split("=", 1)[1])
+        if data == "babi_corpus":
+            return [f"data.source.data_dir={babi}", "data.source.val_fraction=0.2", *small]
+        return [f"data.source.data_dir={babi}", "data.source.pattern=*.txt", "data.source.val_fraction=0.2", *small]
     if data == "span_gen":
         return ["data.source.num_train=48", "data.source.num_val=16", "data.source.num_test=16", "data.batch_size=16"]
     if data == "patterns":

@@ -284,3 +284,13 @@ def accuracy_by_length(buckets: dict[str, dict[str, float]], longer: dict[str, d
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def word_map(points: Tensor, words: list[str], title: str) -> Figure:
+    """A scatter of 2-D word positions `points (N, 2)` (a PCA projection), each point labelled with its word."""
+    fig, ax = plt.subplots(figsize=(7, 6))
+    ax.scatter(points[:, 0], points[:, 1], s=12)
+    for (x, y), word in zip(points.tolist(), words):
+        ax.annotate(word, (x, y), fontsize=8, xytext=(3, 3), textcoords="offset points")
+    ax.set(title=title, xlabel="principal component 1", ylabel="principal component 2")
+    return fig
