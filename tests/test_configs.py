@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import io
 import inspect
+import io
 import json
 import tarfile
 from pathlib import Path
