@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import io
 import json
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -46,10 +50,27 @@ def _data_overrides(data: str, tmp_path: Path) -> list[str]:
         path.write_text(json.dumps({"version": "1.1", "data": [{"title": str(k), "paragraphs": qas[k::4]}
                                                                for k in range(4)]}))
         return [f"data.source.train_path={path}", "data.source.val_fraction=0.25", "data.batch_size=16"]
+    if data in ("text_corpus", "babi_corpus", "squad_corpus"):  # the same files, read as text
+        small = ["data.min_count=1", "data.batch_size=8", "data.val_windows=16"]
+        if data == "squad_corpus":
+            path = Path(_data_overrides("squad", tmp_path)[0].split("=", 1)[1])
+            return [f"data.source.path={path}", "data.source.val_fraction=0.25", *small]
+        babi = Path(_data_overrides("babi", tmp_path)[0].split("=", 1)[1])
+        if data == "babi_corpus":
+            return [f"data.source.data_dir={babi}", "data.source.val_fraction=0.2", *small]
+        return [f"data.source.data_dir={babi}", "data.source.pattern=*.txt", "data.source.val_fraction=0.2", *small]
     if data == "span_gen":
         return ["data.source.num_train=48", "data.source.num_val=16", "data.source.num_test=16", "data.batch_size=16"]
     if data == "patterns":
-        return ["data.size=64", "data.num_patterns=8", "data.noise=0.2"]
+        return ["data.size=64", "data.num_patterns=8", "data.noise=0.2", "data.partner_size=16"]
+    if data == "pairs":
+        return ["data.size=64", "data.num_patterns=4", "data.partner_size=32"]
+    if data == "karate":
+        return ["data.steps_per_epoch=2"]
+    if data == "sbm":
+        return ["data.source.nodes=40", "data.source.train_per_class=2", "data.source.num_val=8", "data.steps_per_epoch=2"]
+    if data in ("graph_files", "cora"):  # a ring of 12 nodes of 2 classes, as edge-list files or as LINQS's cora.tgz
+        return graph_files(data, tmp_path)
     sequence = ["data.batch_size=4", "data.steps_per_epoch=2", "data.num_val=4", "data.num_test=4"]
     if data == "copy":
         return [*sequence, "data.task.max_length=2", "data.test_lengths=[3]"]
@@ -70,6 +91,26 @@ def _data_overrides(data: str, tmp_path: Path) -> list[str]:
         (tmp_path / "pairs.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in pairs))
         return [f"data.source.train_file={tmp_path / 'pairs.tsv'}", "data.batch_size=8"]
     raise AssertionError(f"conf/data/{data}.yaml has no small-size overrides in tests/test_configs.py")
+
+
+def graph_files(data: str, tmp_path: Path) -> list[str]:
+    """Overrides reading a 12-node ring from edge-list files (`graph_files`) or a local cora.tgz (`cora`)."""
+    nodes = [f"n{i}" for i in range(12)]
+    edges = "".join(f"{nodes[i]} {nodes[(i + 1) % 12]}\n" for i in range(12))
+    content = "".join(f"{n} {i % 3} {(i + 1) % 2} {'ab'[i % 2]}\n" for i, n in enumerate(nodes))
+    split = ["data.source.train_per_class=2", "data.source.num_val=4", "data.source.num_test=null",
+             "data.steps_per_epoch=2"]
+    if data == "graph_files":
+        (tmp_path / "edges.txt").write_text(edges)
+        (tmp_path / "labels.txt").write_text("".join(f"{n} {'ab'[i % 2]}\n" for i, n in enumerate(nodes)))
+        return [f"data.source.edges={tmp_path / 'edges.txt'}", f"data.source.labels={tmp_path / 'labels.txt'}", *split]
+    with tarfile.open(tmp_path / "cora.tgz", "w:gz") as tar:
+        for name, text in (("cora/cora.content", content), ("cora/cora.cites", edges)):
+            info = tarfile.TarInfo(name)
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    digest = hashlib.sha256((tmp_path / "cora.tgz").read_bytes()).hexdigest()
+    return [f"data.source.data_dir={tmp_path}", f"data.source.sha256={digest}", *split]
 
 
 def test_every_model_has_a_data_it_fits():
@@ -94,8 +135,17 @@ def test_compose_instantiate_forward_backward(compose_cfg, tmp_path, model, data
     assert grads and all(torch.isfinite(g).all() for g in grads)
 
 
-@pytest.mark.parametrize("attention", ATTENTION)
-@pytest.mark.parametrize("model", MODELS)
+def _takes_score(model: str) -> bool:
+    return "score" in inspect.signature(_family("model", model)).parameters
+
+
+# The score axis, sampled: a model that ignores the score trains once (with `dot`); the DNC's bAbI reader runs
+# the core that `dnc` trains with every score, so it takes two.
+SAMPLED = {"dnc_qa": ("cosine", "dot")}
+SCORE_PAIRS = [(m, a) for m in MODELS for a in SAMPLED.get(m, ATTENTION) if _takes_score(m) or a == "dot"]
+
+
+@pytest.mark.parametrize(("model", "attention"), SCORE_PAIRS)
 def test_every_score_trains_in_every_model_on_its_natural_data(compose_cfg, tmp_path, model, attention):
     natural = compose_cfg(f"model={model}")
     # the data yaml the model's defaults picked: several yamls may share one class (copy, repeat_copy, ...)

@@ -13,8 +13,8 @@ from conftest import ROOT
 from attnmem.attention import Dot
 from attnmem.core.dims import SpanDims
 from attnmem.core.errors import UserError
+from attnmem.core.glove import read_vectors
 from attnmem.data.span.datamodule import SpanDataModule
-from attnmem.data.span.glove import read_vectors
 from attnmem.data.span.squad_files import SquadFiles, read_squad, split_articles
 from attnmem.data.span.tensors import UNK, SpanRecord, align, build_examples, tokenize
 from attnmem.models.dcn import DCN

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from attnmem.attention.additive_kernel import additive_scores
 from attnmem.core.float32 import in_float32
 
-__all__ = ["Additive", "Bilinear", "Cosine", "Dot", "MultiHead", "ScaledDot", "attend", "softmax"]
+__all__ = ["Additive", "Bilinear", "Cosine", "Dot", "LeakyConcat", "MultiHead", "ScaledDot", "attend", "softmax"]
 
 
 def softmax(scores: Tensor, dim: int = -1) -> Tensor:
@@ -96,6 +96,31 @@ class Additive(nn.Module):
         k = k.expand(*batch, *k.shape[-2:]).reshape(-1, *k.shape[-2:]).to(q.dtype)  # (B, Tk, H)
         scores = additive_scores(q, k, self.v.weight.squeeze(0).to(q.dtype))  # (B, Tq, Tk)
         return scores.view(*batch, *scores.shape[-2:])
+
+
+class LeakyConcat(nn.Module):
+    """GAT's score LeakyReLU(aᵀ[q ‖ k]) = LeakyReLU(a_qᵀq + a_kᵀk) (Veličković et al. 2018, eq. 1 and 3).
+
+    The paper applies it to W h_i and W h_j; query and key widths may differ. Being monotone in a_kᵀk,
+    it ranks the keys alike for every query (the "static attention" of Brody et al. 2022, GATv2).
+    """
+
+    def __init__(self, query_dim: int, key_dim: int, negative_slope: float = 0.2) -> None:
+        super().__init__()
+        _check_dims("LeakyConcat", query_dim, key_dim, equal=False)
+        if negative_slope < 0:
+            raise ValueError(f"LeakyConcat: negative_slope must be >= 0, got {negative_slope}")
+        self.query_weight = nn.Parameter(torch.empty(query_dim))  # a_q, the first half of a
+        self.key_weight = nn.Parameter(torch.empty(key_dim))  # a_k, the second half
+        bound = math.sqrt(6.0 / (query_dim + key_dim + 1))  # Glorot on a (2F', 1), as the reference code
+        nn.init.uniform_(self.query_weight, -bound, bound)
+        nn.init.uniform_(self.key_weight, -bound, bound)
+        self.negative_slope = negative_slope
+
+    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
+        q = query @ self.query_weight.to(query.dtype)  # (B, Tq)
+        k = keys @ self.key_weight.to(keys.dtype)  # (B, Tk)
+        return F.leaky_relu(q.unsqueeze(-1) + k.unsqueeze(-2), self.negative_slope)  # (B, Tq, Tk)
 
 
 class Cosine(nn.Module):

@@ -24,6 +24,7 @@ class QADims:
     answer_words: list[int]  # the word id of each answer class
     tasks: list[int]  # the bAbI task numbers trained jointly, for per-task metrics
     pad_id: int = 0
+    embeddings: Tensor | None = None  # (V, D) pretrained word vectors in vocabulary order (data.source.embeddings)
 
 
 @dataclass(frozen=True)
@@ -66,9 +67,29 @@ class PatternsDims:
 
     size: int  # N: units per pattern
     num_patterns: int  # K
+    partner_size: int = 0  # M: units of the partner y each pattern x is stored with (0: no partners)
 
 
-Dims = QADims | SequenceDims | Seq2SeqDims | SpanDims | PatternsDims
+@dataclass(frozen=True)
+class GraphDims:
+    """One graph's node features in, a class per node out (node classification)."""
+
+    num_features: int  # F: features per node
+    num_classes: int  # C
+    num_nodes: int  # N
+    classes: list[str] = field(default_factory=list)  # the name of each class, for plots
+
+
+@dataclass(frozen=True)
+class EmbeddingsDims:
+    """Windows of a text corpus in, word vectors learned (NNLM, C&W, word2vec)."""
+
+    vocab_size: int  # V, word id 0 is the padding between documents (no word)
+    window: int  # w: a window is 2w+1 words, the centre at index w
+    itos: list[str] = field(default_factory=list)  # id -> word, for export, neighbours and analogies
+
+
+Dims = QADims | SequenceDims | Seq2SeqDims | SpanDims | PatternsDims | GraphDims | EmbeddingsDims
 
 
 def kwargs(dims: Dims) -> dict[str, Any]:

@@ -150,14 +150,15 @@ def energy_curves(energy: Tensor, title: str) -> Figure:
 
 
 def pattern_images(stored: Tensor, probes: Tensor, recalled: Tensor, overlap: Tensor) -> Figure:
-    """Stored, probe and recalled patterns `(P, N)` as images side by side, one row per probe."""
-    shape = image_shape(stored.shape[-1])
+    """Stored, probe and recalled patterns `(P, N)` as images side by side, one row per probe (a probe of x
+    beside a stored and recalled y may have another size)."""
     rows = stored.shape[0]
     fig, axes = plt.subplots(rows, 3, figsize=(6.0, 0.4 + 1.8 * rows), squeeze=False)
     for i in range(rows):
         for j, (name, image) in enumerate((("stored", stored), ("probe", probes), ("recalled", recalled))):
             ax = axes[i, j]
-            ax.imshow(image[i].reshape(shape).numpy(), cmap="gray", vmin=-1, vmax=1, aspect="auto")
+            pixels = image[i].reshape(image_shape(image.shape[-1])).numpy()
+            ax.imshow(pixels, cmap="gray", vmin=-1, vmax=1, aspect="auto")
             ax.set_xticks([])
             ax.set_yticks([])
             if i == 0:
@@ -282,4 +283,14 @@ def accuracy_by_length(buckets: dict[str, dict[str, float]], longer: dict[str, d
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
+    return fig
+
+
+def word_map(points: Tensor, words: list[str], title: str) -> Figure:
+    """A scatter of 2-D word positions `points (N, 2)` (a PCA projection), each point labelled with its word."""
+    fig, ax = plt.subplots(figsize=(7, 6))
+    ax.scatter(points[:, 0], points[:, 1], s=12)
+    for (x, y), word in zip(points.tolist(), words):
+        ax.annotate(word, (x, y), fontsize=8, xytext=(3, 3), textcoords="offset points")
+    ax.set(title=title, xlabel="principal component 1", ylabel="principal component 2")
     return fig

@@ -14,6 +14,7 @@ from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.output import Output
 from attnmem.blocks.position_encoding import bag_of_words, position_encoding
 from attnmem.blocks.recency import recency
+from attnmem.core.errors import UserError
 
 __all__ = ["MemN2N"]
 
@@ -31,9 +32,15 @@ def _check_options(
     init_std: float,
     empty_memories: str,
     answer_words: Sequence[int] | None,
+    embeddings: Tensor | None = None,
 ) -> None:
-    """ValueError naming the first option of `MemN2N` that does not fit."""
+    """ValueError naming the first option of `MemN2N` that does not fit (UserError: the vectors' width)."""
     check_sizes("MemN2N", sizes)
+    if embeddings is not None and embeddings.shape[1] != sizes["embed_dim"]:
+        raise UserError(
+            f"model.embed_dim={sizes['embed_dim']} differs from the width {embeddings.shape[1]} of the "
+            f"vectors of data.source.embeddings: set model.embed_dim={embeddings.shape[1]}"
+        )
     if tying == "adjacent" and answer_words is not None and len(answer_words) != sizes["num_answers"]:
         raise ValueError(f"MemN2N: answer_words has {len(answer_words)} ids for num_answers={sizes['num_answers']}")
     if empty_memories not in EMPTY_MEMORIES:
@@ -75,7 +82,9 @@ class MemN2N(nn.Module):
       (no softmax); the `LinearStart` callback toggles it.
 
     `score(query_dim=d, key_dim=d)` is called once per hop; the paper's is `Dot`. Embeddings and
-    W, H are drawn from N(0, init_std²) (the reference code's 0.1); word id 0 embeds to zero.
+    W, H are drawn from N(0, init_std²) (the reference code's 0.1); word id 0 embeds to zero. With
+    `embeddings (V, d)` (pretrained vectors from the data, `data.source.embeddings`) every A^k, C^k and B
+    starts from them where a word has a vector (the rest stay random) and is trained from there.
     """
 
     families: ClassVar[tuple[str, ...]] = ("qa",)
@@ -97,12 +106,14 @@ class MemN2N(nn.Module):
         init_std: float = 0.1,
         answer_words: Sequence[int] | None = None,
         empty_memories: str = "attend",
+        embeddings: Tensor | None = None,
     ) -> None:
         super().__init__()
         sizes = {"vocab_size": vocab_size, "num_answers": num_answers, "memory_size": memory_size}
         sizes |= {"sentence_len": sentence_len, "embed_dim": embed_dim, "hops": hops}
         options = {"encoding": encoding, "tying": tying, "random_noise": random_noise, "init_std": init_std}
-        _check_options(sizes, empty_memories=empty_memories, answer_words=answer_words, **options)
+        options |= {"empty_memories": empty_memories, "answer_words": answer_words, "embeddings": embeddings}
+        _check_options(sizes, **options)
         self.hops, self.memory_size, self.sentence_len = hops, memory_size, sentence_len
         self.temporal, self.random_noise, self.init_std = temporal, random_noise, init_std
         self.empty_memories = empty_memories
@@ -127,15 +138,18 @@ class MemN2N(nn.Module):
         self.scores = nn.ModuleList(score(query_dim=d, key_dim=d) for _ in range(hops))
         pe = position_encoding(sentence_len, d) if encoding == "position" else torch.ones(sentence_len, d)
         self.register_buffer("position", pe, persistent=False)  # (J, d)
-        self._reset_parameters()
+        self._reset_parameters(embeddings)
 
-    def _reset_parameters(self) -> None:
+    def _reset_parameters(self, embeddings: Tensor | None) -> None:
         # the score modules keep their own initialisation
         for module in (*self.A, *self.C, self.B, *(self.T_A or ()), *(self.T_C or ()), self.H, self.W):
             if module is not None:
                 nn.init.normal_(module.weight, std=self.init_std)
         with torch.no_grad():
             for embed in (*self.A, *self.C, self.B):
+                if embeddings is not None:  # the words with a vector (a non-zero row) start from it
+                    known = embeddings.abs().sum(-1) > 0  # (V,)
+                    embed.weight[known] = embeddings[known].to(embed.weight.dtype)
                 embed.weight[0].zero_()  # the pad word adds nothing to a sentence
 
     def encode(self, embed: nn.Embedding, words: Tensor) -> Tensor:

@@ -91,10 +91,12 @@ class NTM(nn.Module):
     "constant" 1e-6 everywhere (their best), "learned" a parameter, "random" a fixed draw from
     N(0, 0.5²). Initial weightings are one-hot on location 0; initial reads are read with them.
     `forward` returns `pred (B, T, output_size)` and, per step, the weightings `(B, R + W, N)`
-    (read heads first) as `attention`.
+    (read heads first) as `attention`. `run_chunk` runs a piece of a sequence from a given state, for
+    truncated BPTT (`task.tbptt_steps`).
     """
 
     families: ClassVar[tuple[str, ...]] = ("sequence",)
+    carries_state: ClassVar[bool] = True  # run_chunk / initial_state: truncated BPTT can cut its sequences
 
     def __init__(
         self,
@@ -177,7 +179,10 @@ class NTM(nn.Module):
 
     def forward(self, batch: dict[str, Tensor]) -> Output:
         x = batch["inputs"]  # (B, T, I)
-        state = self.initial_state(x.shape[0])
+        return self.run_chunk(x, self.initial_state(x.shape[0]))[0]
+
+    def run_chunk(self, x: Tensor, state: NTMState) -> tuple[Output, NTMState]:
+        """Logits and weightings of `x (B, T, I)` from `state`, and the state after the last step."""
         x_gates = self.input_proj(x)  # (B, T, G): one matmul for the whole sequence
         hs, reads, attention = [], [], []
         for t in range(x.shape[1]):
@@ -186,4 +191,4 @@ class NTM(nn.Module):
             reads.append(state.reads.flatten(1))
             attention.append(state.weightings)
         features = torch.cat([torch.stack(hs, 1), torch.stack(reads, 1)], -1)  # (B, T, C + R·M)
-        return Output(pred=self.output_proj(features), attention=attention)
+        return Output(pred=self.output_proj(features), attention=attention), state

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from torch import Tensor, nn
 
@@ -19,10 +19,12 @@ class RNNSequence(nn.Module):
 
     Graves, Wayne & Danihelka 2014, "Neural Turing Machines", §4: an LSTM of 3 × 256 on the algorithmic
     tasks. `inputs (B, T, input_size)` -> logits `(B, T, output_size)`; the model answers online, so it
-    reads in one direction only. `Output.attention` is empty.
+    reads in one direction only. `Output.attention` is empty. `initial_state` and `run_chunk` run a
+    sequence in pieces, for truncated BPTT (`task.tbptt_steps`).
     """
 
     families: ClassVar[tuple[str, ...]] = ("sequence",)
+    carries_state: ClassVar[bool] = True  # run_chunk / initial_state: truncated BPTT can cut its sequences
 
     def __init__(
         self,
@@ -39,6 +41,16 @@ class RNNSequence(nn.Module):
         check_rnn_options("RNNSequence", cell=cell, hidden_size=hidden_size, num_layers=num_layers, dropout=dropout)
         self.rnn = stacked(cell, input_size, hidden_size, num_layers, dropout)
         self.head = nn.Linear(hidden_size, output_size)
+
+    def initial_state(self, batch_size: int) -> Tensor | tuple[Tensor, Tensor]:
+        """Zero states `(layers, B, H)`; an LSTM's is the pair (h, c)."""
+        h = self.head.weight.new_zeros(self.rnn.num_layers, batch_size, self.rnn.hidden_size)
+        return (h, h.clone()) if isinstance(self.rnn, nn.LSTM) else h
+
+    def run_chunk(self, inputs: Tensor, state: Tensor | tuple[Tensor, Tensor]) -> tuple[Output, Any]:
+        """Logits of `inputs (B, T, I)` from `state`, and the state after the last step."""
+        states, last = recurrent(self.rnn, inputs, state)  # (B, T, H)
+        return Output(pred=self.head(states)), last  # (B, T, output_size)
 
     def forward(self, batch: dict[str, Tensor]) -> Output:
         states, _ = recurrent(self.rnn, batch["inputs"])  # (B, T, H)

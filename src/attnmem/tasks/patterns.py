@@ -56,7 +56,9 @@ class PatternsTask(L.LightningModule):
     logits over the K patterns) against the probe's pattern; a saturated softmax would give a
     state-space loss no gradient. A net with none needs one epoch, so fitting stops after it. Validation and
     test report the overlap m = sᵀξ/N (mean and min), exact recall, update steps and the fraction
-    of probes whose energy never rose.
+    of probes whose energy never rose. A hetero-associative net (`recalls = "pairs"`) stores the
+    pairs (`store(patterns, pairs)`) and is scored on the partner y it recalls from a probe of x,
+    with its bit accuracy (1 + m)/2 as well.
     """
 
     monitor: ClassVar[str] = "val/overlap"
@@ -69,6 +71,7 @@ class PatternsTask(L.LightningModule):
         if not callable(getattr(net, "store", None)):
             raise TypeError(f"a patterns model needs a store(patterns) method; {type(net).__name__} has none")
         self.net = net
+        self.recalls: str = getattr(net, "recalls", "patterns")  # the batch key of what the net recalls
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.sums = nn.ModuleDict({f"{s}_sums": Sums(FIELDS, minima=["overlap_min"]) for s in SPLITS})
 
@@ -90,7 +93,7 @@ class PatternsTask(L.LightningModule):
             if out.scores is None:
                 raise ValueError(f"{type(self.net).__name__} has parameters to train but returns no retrieval scores")
             losses = F.cross_entropy(out.scores, batch["targets"], reduction="none")  # (B,)
-        overlap = overlaps(out.pred.detach(), batch["patterns"][batch["targets"]])  # (B,)
+        overlap = overlaps(out.pred.detach(), batch[self.recalls][batch["targets"]])  # (B,)
         loss_sum = losses.detach().sum() if losses is not None else overlap.new_zeros(())
         recalled = overlap >= 1 - 1e-6
         # a net may skip its energies while it trains: then the split logs no energy_monotone
@@ -102,7 +105,8 @@ class PatternsTask(L.LightningModule):
         return losses.mean() if losses is not None else None
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor | None:
-        self.net.store(batch["patterns"])
+        stored = [batch["patterns"], batch["pairs"]] if self.recalls == "pairs" else [batch["patterns"]]
+        self.net.store(*stored)
         return self.shared_step(batch, "train") if self.trainable else None  # storing was all of it
 
     def epoch_metrics(self, split: str) -> dict[str, Tensor]:
@@ -114,6 +118,8 @@ class PatternsTask(L.LightningModule):
         logged = {"overlap": sums["overlap"] / count, "overlap_min": sums["overlap_min"],
                   "recall": sums["recalled"] / count, "steps": sums["steps"] / count,
                   "energy_monotone": sums["monotone"] / sums["energies"].clamp_min(1), "loss": sums["loss"] / count}
+        if self.recalls == "pairs":
+            logged["bit_accuracy"] = (1 + logged["overlap"]) / 2
         if not self.trainable:
             del logged["loss"]
         if not sums["energies"]:  # a net that skips its energies while it trains
@@ -138,13 +144,13 @@ class PatternsTask(L.LightningModule):
         batch = {k: v.to(self.device) for k, v in batch.items()}
         batch["probes"], batch["targets"] = batch["probes"][:num_examples], batch["targets"][:num_examples]
         out = plots.eval_outputs(self.net, batch)
-        stored = batch["patterns"][batch["targets"]].cpu()
+        stored = batch[self.recalls][batch["targets"]].cpu()
         recalled = binarize(out.pred).cpu()
-        overlap = overlaps(out.pred, batch["patterns"][batch["targets"]]).cpu()
+        overlap = overlaps(out.pred, batch[self.recalls][batch["targets"]]).cpu()
         name = type(self.net).__name__
-        return [
-            plots.save(plots.energy_curves(out.energy.float().cpu(), f"{name}: energy per update step"),
-                       out_dir / "energy.png"),
-            plots.save(plots.pattern_images(stored, batch["probes"].cpu(), recalled, overlap),
-                       out_dir / "patterns.png"),
-        ]
+        paths = [plots.save(plots.pattern_images(stored, batch["probes"].cpu(), recalled, overlap),
+                            out_dir / "patterns.png")]
+        if out.energy is not None:  # a one-step read has no energy to draw
+            paths.insert(0, plots.save(plots.energy_curves(out.energy.float().cpu(), f"{name}: energy per update step"),
+                                       out_dir / "energy.png"))
+        return paths

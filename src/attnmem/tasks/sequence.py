@@ -13,12 +13,20 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnmem.core.dims import SequenceDims
-from attnmem.evaluation import plots
-from attnmem.tasks import hooks
+from attnmem.evaluation import memory_plots, plots
+from attnmem.tasks import hooks, tbptt
 from attnmem.tasks.metrics import Sums, counted
 
 SPLITS = ("train", "val", "test")
 FIELDS = ("nats", "errors", "exact", "count", "bits")  # per test set: cost, bit errors, exact sequences, sequences
+
+
+def masked_bce(logits: Tensor, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+    """BCE with logits summed over the output phase (`mask`), the bit errors per sequence (B,), the bits counted."""
+    targets, mask = batch["targets"], batch["mask"].unsqueeze(-1).to(logits.dtype)  # (B, T, W), (B, T, 1)
+    nats = (F.binary_cross_entropy_with_logits(logits, targets, reduction="none") * mask).sum()
+    errors = (((logits > 0) != (targets > 0.5)) * mask).sum((1, 2))  # (B,)
+    return nats, errors, mask.sum() * logits.shape[-1]
 
 
 class SequenceTask(L.LightningModule):
@@ -28,39 +36,53 @@ class SequenceTask(L.LightningModule):
     sequence (an output bit counts as 1 when its probability is > 0.5), `exact_match` (the
     fraction of sequences without a bit error), and `loss` (BCE per bit, in nats). Test dataloader
     k > 0 is the generalisation set of `dims.test_lengths[k - 1]`, logged as `test/len{L}/...`.
+    With `tbptt_steps` k a recurrent model (`carries_state`) trains by truncated BPTT (`attnmem.tasks.tbptt`):
+    chunks of k steps, one optimiser step each, the state carried over detached; evaluation is unchanged.
     """
 
     monitor: ClassVar[str] = "val/bit_errors"
     mode: ClassVar[str] = "min"
 
     def __init__(self, net: nn.Module, *, optimizer: Callable[..., torch.optim.Optimizer],
-                 scheduler: Callable[..., Any] | None = None, dims: SequenceDims) -> None:
+                 scheduler: Callable[..., Any] | None = None, dims: SequenceDims,
+                 tbptt_steps: int | None = None) -> None:
         super().__init__()
-        self.net = net
+        tbptt.check(tbptt_steps, net)
+        self.net, self.tbptt_steps = net, tbptt_steps
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.test_names = ["test", *(f"test/len{n}" for n in dims.test_lengths)]
         slices = {"train": 1, "val": 1, "test": len(self.test_names)}
         self.sums = nn.ModuleDict({f"{s}_sums": Sums(FIELDS, slices=n) for s, n in slices.items()})
 
     # Lightning's hooks, written once in attnmem.tasks.hooks
-    training_step, validation_step, test_step = (hooks.step(split) for split in SPLITS)
-    on_train_epoch_end, on_validation_epoch_end, on_test_epoch_end = (hooks.epoch_end(split) for split in SPLITS)
+    validation_step, test_step = hooks.step("val"), hooks.step("test")
+    on_validation_epoch_end, on_test_epoch_end = hooks.epoch_end("val"), hooks.epoch_end("test")
     configure_optimizers = hooks.configure_optimizers
     on_save_checkpoint = hooks.on_save_checkpoint
     prog_bar_splits: ClassVar[tuple[str, ...]] = ("val",)
 
     def shared_step(self, batch: dict[str, Tensor], split: str, test_set: int = 0) -> Tensor:
         """The masked BCE per bit; the batch's sums added to its test set's slice in one in-place add."""
-        logits, targets = self.net(batch).pred, batch["targets"]  # (B, T, W)
-        mask = batch["mask"].unsqueeze(-1).to(logits.dtype)  # (B, T, 1)
-        nats = F.binary_cross_entropy_with_logits(logits, targets, reduction="none") * mask
-        bits = mask.sum() * logits.shape[-1]
-        loss = nats.sum() / bits
-        errors = (((logits > 0) != (targets > 0.5)) * mask).sum((1, 2))  # (B,)
-        summed = torch.stack([nats.detach().sum(), errors.sum(), (errors == 0).sum(), errors.new_tensor(len(errors)),
-                              bits])
+        nats, errors, bits = masked_bce(self.net(batch).pred, batch)
+        summed = torch.stack([nats.detach(), errors.sum(), (errors == 0).sum(), errors.new_tensor(len(errors)), bits])
         self.sums[f"{split}_sums"].add(summed, test_set)
-        return loss
+        return nats / bits
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor | None:
+        """The batch's loss (full BPTT), or its chunks' optimiser steps under truncated BPTT (then None)."""
+        if self.tbptt_steps is None:
+            return self.shared_step(batch, "train")
+        self.sums["train_sums"].add(tbptt.train_batch(self, batch, masked_bce))
+        return None
+
+    def on_train_epoch_end(self) -> None:
+        hooks.log_epoch(self, "train")
+        if self.tbptt_steps is not None:  # Lightning steps no scheduler under manual optimisation
+            tbptt.step_schedulers(self, "epoch", self.current_epoch + 1)
+
+    def setup(self, stage: str) -> None:
+        if self.tbptt_steps is not None and stage == "fit":
+            tbptt.manual_optimisation(self)
 
     def epoch_metrics(self, split: str) -> dict[str, Tensor]:
         """Loss, cost, bit errors and exact match of each of the split's sets that saw a sequence."""
@@ -86,4 +108,9 @@ class SequenceTask(L.LightningModule):
                 weights[i, :steps] if weights is not None else None, read_heads,
             )
             paths.append(plots.save(fig, out_dir / f"sequence_{i}.png"))
+        if hasattr(self.net, "memory_trace"):  # the DNC's usage and link matrix, for the first example
+            steps = int(batch["mask"][0].nonzero().max()) + 1
+            trace = self.net.memory_trace({k: v[:1, :steps] for k, v in batch.items()})
+            fig = memory_plots.dnc_memory(trace["usage"][0].float().cpu(), trace["link"][0].float().cpu())
+            paths.append(plots.save(fig, out_dir / "memory_0.png"))
         return paths

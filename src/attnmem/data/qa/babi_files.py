@@ -10,11 +10,12 @@ from __future__ import annotations
 import io
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import ClassVar
 
 from attnmem.core.errors import UserError
+from attnmem.core.glove import Vectors, read_vectors
 from attnmem.core.text import read_utf8
 from attnmem.data.qa.babi_cache import load_cached, save_cached, tensor_path
 from attnmem.data.qa.babi_download import ensure_babi
@@ -88,18 +89,18 @@ class BabiFiles:
     (validation stories included, so validation has no unknown answer; test words unseen there are <unk>).
     With `cache`, the tensors are saved under `cache_dir` (null: `$ATTNMEM_CACHE`, else `$XDG_CACHE_HOME/attnmem`,
     else `~/.cache/attnmem`) in `babi/`, keyed by the files' sha256 and the options that shape them;
-    `data_dir` is only read.
+    `data_dir` is only read. `embeddings` names an optional GloVe-format file of word vectors the model starts from.
     """
 
     supported_tasks: ClassVar[list[int]] = ALL_TASKS
 
     def __init__(self, *, data_dir: str, val_fraction: float = 0.1, split_seed: int = 0, cache: bool = True,
-                 cache_dir: str | None = None, download: bool = False) -> None:
+                 cache_dir: str | None = None, download: bool = False, embeddings: str | None = None) -> None:
         if not 0 < val_fraction < 1:
             raise ValueError(f"data.source.val_fraction must be in (0, 1), got {val_fraction}")
         self.data_dir = Path(data_dir).expanduser()
         self.val_fraction, self.split_seed, self.cache, self.download = val_fraction, split_seed, cache, download
-        self.cache_dir = cache_dir
+        self.cache_dir, self.embeddings = cache_dir, embeddings and Path(embeddings)
         self.data_files: list[Path] = []
 
     def prepare(self) -> None:
@@ -114,10 +115,14 @@ class BabiFiles:
             log.warning("no test file for task(s) %s in %s: skipping test",
                         ", ".join(str(t) for t in tasks if t not in test), self.data_dir)
             test = {}
-        self.data_files = [*train.values(), *test.values()]
+        self.data_files = [*train.values(), *test.values(), *([self.embeddings] if self.embeddings else [])]
         if not self.cache:
             return self._build(train, test, memory_size, fit_memory)
         return self._cached(train, test, tasks, memory_size, fit_memory)
+
+    def vectors(self, words: Collection[str]) -> Vectors | None:
+        """The GloVe-format vectors of those `words` that the `embeddings` file has, when it names one."""
+        return None if self.embeddings is None else read_vectors(self.embeddings, words)
 
     def _cached(self, train: dict[int, Path], test: dict[int, Path], tasks: list[int], memory_size: int,
                 fit_memory: bool) -> QAData:
@@ -126,7 +131,7 @@ class BabiFiles:
                    "split_seed": self.split_seed}
         if fit_memory:  # absent when off, so the caches of earlier runs stay valid
             options["fit_memory"] = True
-        path = tensor_path(self.data_files, options, self.cache_dir)
+        path = tensor_path([*train.values(), *test.values()], options, self.cache_dir)  # not the embeddings
         cached = load_cached(path) if path is not None else None
         if cached is not None:
             return cached

@@ -8,11 +8,12 @@ same `parse_babi` as the real files, so the generator exercises the reader too a
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from itertools import count
 from pathlib import Path
 from typing import ClassVar
 
+from attnmem.core.glove import Vectors, read_vectors
 from attnmem.data.qa.babi_text import parse_babi
 from attnmem.data.qa.tensors import Example, QAData
 
@@ -159,13 +160,16 @@ def generate_babi(
 
 
 class BabiGenerator:
-    """bAbI-style tasks 1, 2, 3 and 6 from the seeded simulator; train, val and test are all generated."""
+    """bAbI-style tasks 1, 2, 3 and 6 from the seeded simulator; train, val and test are all generated.
+
+    `embeddings` names an optional GloVe-format file of word vectors the model starts from.
+    """
 
     supported_tasks: ClassVar[tuple[int, ...]] = TASKS
 
     def __init__(self, *, num_train: int = 1000, num_val: int = 100, num_test: int = 1000, num_people: int = 4,
                  num_locations: int = 6, num_objects: int = 3, statements_per_question: int = 2,
-                 questions_per_story: int = 5, seed: int = 0) -> None:
+                 questions_per_story: int = 5, seed: int = 0, embeddings: str | None = None) -> None:
         limits = {"num_train": (num_train, 1, None), "num_val": (num_val, 1, None), "num_test": (num_test, 1, None),
                   "num_people": (num_people, 1, len(NAMES)), "num_locations": (num_locations, 2, len(LOCATIONS)),
                   "num_objects": (num_objects, 1, len(OBJECTS)),
@@ -179,7 +183,13 @@ class BabiGenerator:
                               "locations": num_locations, "objects": num_objects,
                               "questions_per_story": questions_per_story}
         self.seed = seed
-        self.data_files: list[Path] = []  # nothing is read: the manifest has no data file to hash
+        self.embeddings = embeddings and Path(embeddings)
+        # nothing else is read: the manifest hashes only the embeddings file, if any
+        self.data_files: list[Path] = [self.embeddings] if self.embeddings else []
+
+    def vectors(self, words: Collection[str]) -> Vectors | None:
+        """The GloVe-format vectors of those `words` that the `embeddings` file has, when it names one."""
+        return None if self.embeddings is None else read_vectors(self.embeddings, words)
 
     def prepare(self) -> None:
         """Nothing to fetch: the stories are generated in `load`."""

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 import lightning as L
+import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
 from attnmem.core.dims import QADims
+from attnmem.core.glove import Vectors
 from attnmem.data.qa.tensors import QAData
 
 __all__ = ["QADataModule", "QASource", "parse_tasks"]
@@ -28,6 +31,9 @@ class QASource(Protocol):
     def load(self, tasks: list[int], memory_size: int, *, fit_memory: bool = False) -> QAData:
         """The tasks' vectorised splits ("train", "val", optionally "test") and their vocabularies; `fit_memory`:
         min(`memory_size`, the longest training story) slots."""
+
+    def vectors(self, words: Collection[str]) -> Vectors | None:
+        """Pretrained vectors of those `words` that have one (`data.source.embeddings`), or None."""
 
 
 def parse_tasks(tasks: Sequence[int] | int | str, allowed: Sequence[int]) -> list[int]:
@@ -67,6 +73,7 @@ class QADataModule(L.LightningDataModule):
         self.batch_size, self.num_workers = batch_size, num_workers
         self._qa: QAData | None = None
         self._state: dict[str, Any] | None = None  # a checkpoint's vocabularies, applied once data is built
+        self._embeddings: Tensor | None = None  # (V, D), empty without an embeddings file; read once
 
     def prepare_data(self) -> None:
         self.source.prepare()
@@ -92,7 +99,12 @@ class QADataModule(L.LightningDataModule):
 
     @property
     def dims(self) -> QADims:
-        return self.qa.dims(self.tasks)
+        """The sizes, and the source's pretrained vectors in vocabulary order when it has an embeddings file."""
+        if self._embeddings is None:
+            vectors = self.source.vectors(self.qa.vocab)
+            self._embeddings = torch.empty(0) if vectors is None else vectors.matrix(self.qa.vocab)
+        embeddings = self._embeddings if self._embeddings.numel() else None
+        return replace(self.qa.dims(self.tasks), embeddings=embeddings)
 
     @property
     def vocab(self) -> list[str]:
@@ -126,5 +138,6 @@ class QADataModule(L.LightningDataModule):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._state = dict(state_dict)
+        self._embeddings = None  # the checkpoint's vocabulary orders the rows
         if self._qa is not None:
             self._qa = self._qa.adopt(self._state)

@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader
 
 from attnmem.core.dims import SpanDims
 from attnmem.core.errors import UserError
-from attnmem.data.span.glove import Vectors
+from attnmem.core.glove import Vectors
 from attnmem.data.span.tensors import SpanData, SpanExample, SpanRecord, build_examples, build_vocab, words
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Collection
 
-from attnmem.data.span.glove import Vectors
+from attnmem.core.glove import Vectors
 from attnmem.data.span.tensors import SpanRecord
 
 SYLLABLES = (

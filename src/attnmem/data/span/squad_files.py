@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import re
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 from attnmem.core.errors import UserError
+from attnmem.core.glove import Vectors, read_vectors
 from attnmem.core.text import read_utf8
-from attnmem.data.span.glove import Vectors, read_vectors
 from attnmem.data.span.tensors import SpanRecord
+from attnmem.data.squad_articles import split_articles
 
 log = logging.getLogger(__name__)
 
@@ -120,20 +120,6 @@ def read_squad(path: Path) -> list[Article]:
             "a SQuAD file needs answerable questions whose answer text is in their context"
         )
     return articles
-
-
-def split_articles(count: int, fractions: Sequence[float], seed: int) -> list[list[int]]:
-    """Article indices in seeded random order, cut into parts of the given fractions (each >= 1 when > 0)."""
-    order = list(range(count))
-    random.Random(f"squad/{seed}").shuffle(order)
-    sizes = [max(1, round(f * count)) if f > 0 else 0 for f in fractions]
-    if sum(sizes) >= count:
-        raise UserError(f"data.source.val_fraction/test_fraction leave no training article out of {count}")
-    parts, first = [], 0
-    for size in sizes:
-        parts.append(sorted(order[first : first + size]))
-        first += size
-    return [sorted(order[first:]), *parts]
 
 
 class SquadFiles:

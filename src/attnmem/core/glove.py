@@ -1,14 +1,15 @@
-"""Pretrained word vectors from a local GloVe-format text file (`word v1 v2 ... vD` per line)."""
+"""Word vectors in the GloVe format (`word v1 ... vD` per line): read by span and qa data, written by embeddings."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
+from attnmem.core.atomic import write_text
 from attnmem.core.errors import UserError
 
 
@@ -65,3 +66,11 @@ def _numbers(values: list[str], where: str) -> Tensor:
         return torch.tensor([float(v) for v in values])
     except ValueError as err:
         raise UserError(f"{where}: a value is not a number ({err})") from None
+
+
+def write_vectors(path: Path, words: Sequence[str], matrix: Tensor) -> None:
+    """Write one line `word v1 ... vD` per word of `words`, row i of `matrix (V, D)` for word i, atomically."""
+    if len(words) != matrix.shape[0]:
+        raise ValueError(f"write_vectors: {len(words)} words for {matrix.shape[0]} vectors")
+    rows = matrix.detach().float().cpu().tolist()
+    write_text(path, "".join(f"{w} {' '.join(f'{v:.6g}' for v in row)}\n" for w, row in zip(words, rows)))

@@ -1,0 +1,36 @@
+"""What the hetero-associative memories share: the outer-product storage of pairs and its checks."""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+__all__ = ["check_pairs", "check_partner_size", "outer_product"]
+
+
+def outer_product(patterns: Tensor, pairs: Tensor) -> Tensor:
+    """Hebbian correlation matrix W = Σₖ yₖ xₖᵀ of `patterns (K, N)` x and `pairs (K, M)` y: (M, N)."""
+    return pairs.T @ patterns
+
+
+def check_partner_size(owner: str, size: int, partner_size: int) -> None:
+    """ValueError naming the data option when the data gives no partners y (`partner_size` 0)."""
+    if size < 1:
+        raise ValueError(f"{owner}: size must be >= 1, got {size}")
+    if partner_size < 1:
+        raise ValueError(
+            f"{owner}: the data has no partners y to recall: set data.partner_size=M (or data.pairs_path=<file.npy>)"
+        )
+
+
+def check_pairs(owner: str, patterns: Tensor, pairs: Tensor, size: int, partner_size: int) -> None:
+    """ValueError unless `patterns (K, N)` and `pairs (K, M)` are K pairs of the memory's sizes N and M."""
+    if len(patterns) != len(pairs):
+        raise ValueError(
+            f"{owner}: {len(patterns)} patterns x but {len(pairs)} partners y: store one partner y "
+            "per pattern x (a data.pairs_path file needs one row per stored pattern)"
+        )
+    if patterns.shape[-1] != size or pairs.shape[-1] != partner_size:
+        raise ValueError(
+            f"{owner}: pairs of {patterns.shape[-1]} and {pairs.shape[-1]} units for size={size}, "
+            f"partner_size={partner_size}"
+        )
