@@ -73,10 +73,10 @@ def test_training_step_loss_is_masked_bce_per_bit():
     assert task.training_step(batch(), 0).item() == pytest.approx(math.log(2))
 
 
-@pytest.mark.parametrize("model", ["ntm", "rnn_sequence"])
+@pytest.mark.parametrize("model", ["ntm", "dnc", "rnn_sequence"])
 def test_train_reports_generalisation_lengths_and_plots(compose_cfg, tmp_path, model):
-    overrides = ["model.controller_size=8", "model.memory_locations=8"] if model == "ntm" else ["model.num_layers=1",
-                                                                                               "model.hidden_size=8"]
+    overrides = ["model.controller_size=8", "model.memory_locations=8"] if model in ("ntm", "dnc") else [
+        "model.num_layers=1", "model.hidden_size=8"]
     result = run.train(compose_cfg(f"model={model}", *TINY, *overrides))
     out = tmp_path / "run"
     got = json.loads((out / "metrics.json").read_text())
@@ -85,6 +85,7 @@ def test_train_reports_generalisation_lengths_and_plots(compose_cfg, tmp_path, m
         assert key in got, key
     assert result == got["val/bit_errors"] and got["global_step"] == 3
     assert (out / "plots" / "sequence_0.png").is_file()
+    assert (out / "plots" / "memory_0.png").is_file() == (model == "dnc")  # usage and links: the DNC's own
 
 
 def test_another_family_on_copy_gets_the_compatibility_line(compose_cfg):

@@ -10,9 +10,9 @@ Batches are right-padded; `mask (B, T)` is True on each example's output phase.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 import lightning as L
 import numpy as np
@@ -21,6 +21,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from attnmem.core.dims import SequenceDims
+from attnmem.data.curriculum import AtLevel, Curriculum
 
 Example = tuple[Tensor, Tensor, int]  # inputs (T, W_in), targets (T, W_out), output steps
 
@@ -129,6 +130,7 @@ class AssociativeRecall:
     item_length: int = 3
     min_items: int = 2
     max_items: int = 6
+    least_size: ClassVar[int] = 2  # a query needs an item after it
 
     def __post_init__(self) -> None:
         _check_range("items", self.min_items, self.max_items, least=2)
@@ -217,14 +219,15 @@ def _generator(*keys: int) -> torch.Generator:
 class FreshBatches(Dataset):
     """Item i is a batch drawn from a generator seeded by (seed, i): fresh every step, reproducible."""
 
-    def __init__(self, task: Algorithm, batch_size: int, seed: int, steps: int, group: bool) -> None:
+    def __init__(self, task: Callable[[], Algorithm], batch_size: int, seed: int, steps: int, group: bool) -> None:
         self.task, self.batch_size, self.seed, self.steps, self.group = task, batch_size, seed, steps, group
 
     def __len__(self) -> int:
         return self.steps
 
     def __getitem__(self, index: int) -> dict[str, Tensor]:
-        return make_batch(self.task, self.batch_size, _generator(self.seed, 0, index), group=self.group)
+        # the task is asked at every batch: a curriculum's level may have moved since the last one
+        return make_batch(self.task(), self.batch_size, _generator(self.seed, 0, index), group=self.group)
 
 
 class EpochSampler(Sampler[int]):
@@ -247,14 +250,15 @@ class EpochSampler(Sampler[int]):
 class AlgorithmicDataModule(L.LightningDataModule):
     """Training batches drawn fresh each step (one size per batch with `group_lengths`); fixed, seeded
     validation and test sets of mixed sizes; one extra test set per size in `test_lengths`
-    (reported as `test/len{L}/...`)."""
+    (reported as `test/len{L}/...`). With a `curriculum`, training batches are capped at its current
+    level (`level`, saved in checkpoints; `len(levels)` is the full task); validation and test are not."""
 
     family: ClassVar[str] = "sequence"
     family_module: ClassVar[str] = "attnmem.tasks.sequence.SequenceTask"
 
     def __init__(self, *, task: Algorithm, batch_size: int = 16, steps_per_epoch: int = 500, num_val: int = 256,
                  num_test: int = 256, test_lengths: list[int] | tuple[int, ...] = (), group_lengths: bool = True,
-                 seed: int = 0) -> None:
+                 seed: int = 0, curriculum: Curriculum | Mapping[str, Any] | None = None) -> None:
         super().__init__()
         for name, value in {"batch_size": batch_size, "steps_per_epoch": steps_per_epoch, "num_val": num_val,
                             "num_test": num_test}.items():
@@ -266,6 +270,11 @@ class AlgorithmicDataModule(L.LightningDataModule):
         self.task, self.batch_size, self.steps_per_epoch = task, batch_size, steps_per_epoch
         self.num_val, self.num_test, self.test_lengths = num_val, num_test, [int(n) for n in test_lengths]
         self.group_lengths, self.seed = group_lengths, seed
+        if curriculum is not None and not isinstance(curriculum, Curriculum):
+            curriculum = Curriculum.from_options(curriculum)
+        if curriculum is not None:
+            curriculum.check_task(task)
+        self.curriculum, self.level = curriculum, 0
         self.data_files: list = []  # generated: nothing to hash
         self.val: list[dict[str, Tensor]] = []
         self.test: list[list[dict[str, Tensor]]] = []
@@ -284,6 +293,22 @@ class AlgorithmicDataModule(L.LightningDataModule):
         self.test = [self._fixed(2, self.num_test, None)]
         self.test += [self._fixed(3 + k, self.num_test, size) for k, size in enumerate(self.test_lengths)]
 
+    def training_task(self) -> Algorithm:
+        """The task training draws from now: capped at the curriculum's level, or the full task."""
+        levels = self.curriculum.levels if self.curriculum else []
+        return AtLevel(self.task, levels[self.level]) if self.level < len(levels) else self.task
+
+    def level_check(self) -> list[dict[str, Tensor]]:
+        """Fixed sequences of the current level, on which the curriculum decides to move on."""
+        g, count = _generator(self.seed, 100 + self.level), self.curriculum.num_check
+        return [make_batch(self.training_task(), count, g, group=False)]
+
+    def state_dict(self) -> dict[str, int]:
+        return {"curriculum_level": self.level}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.level = state.get("curriculum_level", 0)
+
     @property
     def dims(self) -> SequenceDims:
         return SequenceDims(self.task.input_size, self.task.output_size, list(self.test_lengths))
@@ -293,7 +318,7 @@ class AlgorithmicDataModule(L.LightningDataModule):
         return True
 
     def train_dataloader(self) -> DataLoader:
-        data = FreshBatches(self.task, self.batch_size, self.seed, self.steps_per_epoch, self.group_lengths)
+        data = FreshBatches(self.training_task, self.batch_size, self.seed, self.steps_per_epoch, self.group_lengths)
         return DataLoader(data, batch_size=None, sampler=EpochSampler(self.steps_per_epoch))
 
     def val_dataloader(self) -> DataLoader:

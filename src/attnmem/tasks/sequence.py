@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnmem.core.dims import SequenceDims
-from attnmem.evaluation import plots
+from attnmem.evaluation import memory_plots, plots
 from attnmem.tasks import hooks, tbptt
 from attnmem.tasks.metrics import Sums, counted
 
@@ -108,4 +108,9 @@ class SequenceTask(L.LightningModule):
                 weights[i, :steps] if weights is not None else None, read_heads,
             )
             paths.append(plots.save(fig, out_dir / f"sequence_{i}.png"))
+        if hasattr(self.net, "memory_trace"):  # the DNC's usage and link matrix, for the first example
+            steps = int(batch["mask"][0].nonzero().max()) + 1
+            trace = self.net.memory_trace({k: v[:1, :steps] for k, v in batch.items()})
+            fig = memory_plots.dnc_memory(trace["usage"][0].float().cpu(), trace["link"][0].float().cpu())
+            paths.append(plots.save(fig, out_dir / "memory_0.png"))
         return paths
