@@ -40,7 +40,8 @@ def peer_dnc(path: Path) -> Callable[[torch.Tensor], torch.Tensor]:
     try:
         from dnc import DNC as PeerDNC  # noqa: PLC0415 (the peer lives outside the project's environment)
     except ImportError as error:
-        raise SystemExit(f"no `dnc` package under {path}: pip install --no-deps --target {path} dnc ({error})") from None
+        message = f"no `dnc` package under {path}: pip install --no-deps --target {path} dnc ({error})"
+        raise SystemExit(message) from None
     model = PeerDNC(input_size=9, hidden_size=100, rnn_type="lstm", num_layers=1, num_hidden_layers=1,
                     nr_cells=128, cell_size=20, read_heads=1, batch_first=True, gpu_id=-1)
 

@@ -186,3 +186,10 @@ def test_learns_a_tiny_copy():
         pred = model(batch).pred
     errors = ((pred > 0) != (batch["targets"] > 0.5))[batch["mask"]].sum().item() / 64
     assert errors < 1.0, errors  # chance is ~4 bits per sequence (2 vectors of 4 bits on average)
+
+
+def test_the_link_update_gradient_matches_finite_differences():
+    torch.manual_seed(0)
+    link = (torch.rand(2, 4, 4, dtype=torch.float64) * (1 - torch.eye(4, dtype=torch.float64))).requires_grad_()
+    w, p = (torch.rand(2, 4, dtype=torch.float64).div(4).requires_grad_() for _ in range(2))
+    assert torch.autograd.gradcheck(link_update, (link, w, p))  # its diagonal is zeroed in place

@@ -76,16 +76,13 @@ def write_memory(memory: Tensor, write_weights: Tensor, erase: Tensor, write: Te
     return memory * (1 - w * erase.unsqueeze(1)) + w * write.unsqueeze(1)
 
 
-def link_update(link: Tensor, write_weights: Tensor, precedence: Tensor, off_diagonal: Tensor | None = None) -> Tensor:
-    """L_t[i, j] = (1 - w^w[i] - w^w[j]) L_{t-1}[i, j] + w^w[i] p_{t-1}[j], L_t[i, i] = 0: (B, N, N).
-
-    `off_diagonal (N, N)`, 1 - I, may be passed in so a caller stepping over time builds it once.
-    """
+def link_update(link: Tensor, write_weights: Tensor, precedence: Tensor) -> Tensor:
+    """L_t[i, j] = (1 - w^w[i] - w^w[j]) L_{t-1}[i, j] + w^w[i] p_{t-1}[j], L_t[i, i] = 0: (B, N, N)."""
     w_i, w_j = write_weights.unsqueeze(-1), write_weights.unsqueeze(-2)  # (B, N, 1), (B, 1, N)
     link = torch.baddbmm((1 - w_i - w_j) * link, w_i, precedence.unsqueeze(-2))  # + w^w p^T in one fused op
-    if off_diagonal is None:
-        off_diagonal = 1 - torch.eye(link.shape[-1], dtype=link.dtype, device=link.device)
-    return link * off_diagonal
+    # L_{t-1} has a zero diagonal, so only w^w[i] p[i] lands on it: zeroed in place (no N × N mask product)
+    link.diagonal(dim1=-2, dim2=-1).zero_()
+    return link
 
 
 def precedence_update(precedence: Tensor, write_weights: Tensor) -> Tensor:
@@ -135,7 +132,6 @@ class DNCMemory(nn.Module):
         content = score(query_dim=w, key_dim=w)
         # Cosine's own β would be a second temperature, unused: keep only its similarity, not the module
         self.similarity = content.similarity if hasattr(content, "similarity") else content
-        self.register_buffer("off_diagonal", 1 - torch.eye(n), persistent=False)
 
     def initial_state(self, batch_size: int, like: Tensor) -> MemoryState:
         """An empty memory: zero contents, usage, links, precedence, weightings and reads."""
@@ -169,7 +165,7 @@ class DNCMemory(nn.Module):
         write_w = write_gate * (alloc_gate * allocation(usage) + (1 - alloc_gate) * write_content.squeeze(1))
         memory = state.memory * psi.unsqueeze(-1) if self.deallocation else state.memory
         memory = write_memory(memory, write_w, torch.sigmoid(erase), vector)  # (B, N, W)
-        link = link_update(state.link, write_w, state.precedence, self.off_diagonal)
+        link = link_update(state.link, write_w, state.precedence)
         forward, backward = directional_weights(link, state.read_weights)  # (B, R, N)
         if self.link_sharpness:
             s_forward, s_backward = oneplus(parts[-1]).view(b, 2 * r, 1).chunk(2, dim=1)
