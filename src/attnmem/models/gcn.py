@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.output import Output
 from attnmem.core.float32 import in_float32
 
@@ -52,10 +53,7 @@ class GCN(nn.Module):
         self, *, num_features: int, num_classes: int, hidden_dim: int = 16, layers: int = 2, dropout: float = 0.5
     ) -> None:
         super().__init__()
-        if layers < 1:
-            raise ValueError(f"GCN: layers must be >= 1, got {layers}")
-        if hidden_dim < 1:
-            raise ValueError(f"GCN: hidden_dim must be >= 1, got {hidden_dim}")
+        check_sizes("GCN", {"layers": layers, "hidden_dim": hidden_dim})
         if not 0 <= dropout < 1:
             raise ValueError(f"GCN: dropout must be in [0, 1), got {dropout}")
         widths = [num_features] + [hidden_dim] * (layers - 1) + [num_classes]
