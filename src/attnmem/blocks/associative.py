@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from torch import Tensor
+import torch
+from torch import Tensor, nn
 
-__all__ = ["check_pairs", "check_partner_size", "outer_product"]
+from attnmem.core.float32 import in_float32
+
+__all__ = ["PairStorage", "check_pairs", "check_partner_size", "outer_product"]
 
 
 def outer_product(patterns: Tensor, pairs: Tensor) -> Tensor:
@@ -34,3 +37,26 @@ def check_pairs(owner: str, patterns: Tensor, pairs: Tensor, size: int, partner_
             f"{owner}: pairs of {patterns.shape[-1]} and {pairs.shape[-1]} units for size={size}, "
             f"partner_size={partner_size}"
         )
+
+
+class PairStorage(nn.Module):
+    """The correlation matrix W (M, N) of the stored pairs, and whether any are stored yet."""
+
+    def __init__(self, owner: str, size: int, partner_size: int) -> None:
+        super().__init__()
+        self.owner, self.size, self.partner_size = owner, size, partner_size
+        self.register_buffer("weights", torch.zeros(partner_size, size))  # W, (M, N)
+        self.register_buffer("stored", torch.tensor(False))
+
+    @torch.no_grad()
+    @in_float32  # the sums of ±1 products are integers, exact in float32, not in 16 bits
+    def store(self, patterns: Tensor, pairs: Tensor) -> None:
+        """Store the pairs `patterns (K, N)` x, `pairs (K, M)` y by the outer-product rule (replacing what was)."""
+        check_pairs(self.owner, patterns, pairs, self.size, self.partner_size)
+        self.weights.copy_(outer_product(patterns.to(self.weights.dtype), pairs.to(self.weights.dtype)))
+        self.stored.fill_(True)
+
+    def store_once(self, batch: dict[str, Tensor]) -> None:
+        """Store the batch's `patterns` and `pairs` when nothing is stored yet."""
+        if not self.stored:
+            self.store(batch["patterns"], batch["pairs"])

@@ -7,7 +7,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from attnmem.blocks.associative import check_pairs, check_partner_size, outer_product
+from attnmem.blocks.associative import PairStorage, check_partner_size
 from attnmem.blocks.output import Retrieval
 from attnmem.core.float32 import in_float32
 
@@ -46,22 +46,21 @@ class BAM(nn.Module):
         if max_steps < 1:
             raise ValueError(f"BAM: max_steps must be >= 1, got {max_steps}")
         self.size, self.partner_size, self.max_steps = size, partner_size, max_steps
-        self.register_buffer("weights", torch.zeros(partner_size, size))  # W, (M, N)
-        self.register_buffer("stored", torch.tensor(False))
+        self.memory = PairStorage("BAM", size, partner_size)
 
-    @torch.no_grad()
-    @in_float32  # the sums of ±1 products are integers, exact in float32, not in 16 bits
+    @property
+    def weights(self) -> Tensor:
+        """W = Σₖ yₖ xₖᵀ of the stored pairs, (M, N)."""
+        return self.memory.weights
+
     def store(self, patterns: Tensor, pairs: Tensor) -> None:
         """Store the pairs `patterns (K, N)` x, `pairs (K, M)` y by the outer-product rule (replacing what was)."""
-        check_pairs("BAM", patterns, pairs, self.size, self.partner_size)
-        self.weights.copy_(outer_product(patterns.to(self.weights.dtype), pairs.to(self.weights.dtype)))
-        self.stored.fill_(True)
+        self.memory.store(patterns, pairs)
 
     @torch.no_grad()
     def forward(self, batch: dict[str, Tensor]) -> Retrieval:
         """Recall y from `batch["probes"] (B, N)`; a memory that has stored nothing stores the batch's pairs first."""
-        if not self.stored:
-            self.store(batch["patterns"], batch["pairs"])
+        self.memory.store_once(batch)
         return self.recall(batch["probes"])
 
     @torch.no_grad()
