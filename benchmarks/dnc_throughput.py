@@ -7,7 +7,9 @@ into the project's environment:
 
 Same sizes for both (LSTM controller of 100, 128 × 20 memory, 1 read head), copy of length 10 (21 steps),
 8-bit vectors; one training step = forward, BCE on the output phase, backward, Adam step; 1 thread by
-default. Rounds alternate ours / theirs / our NTM, and the median of each is printed.
+default. Rounds alternate ours / theirs / our NTM, and the median of each is printed. Time is this
+process's CPU time (with 1 thread, its wall time on a quiet machine), so other load on the machine
+counts less.
 Where the two formulations differ: the peer runs `nn.LSTM` one step at a time and ends with an output
 layer back to the input width (9, ours: 8); it carries the memory in a dict of tensors per layer.
 """
@@ -64,7 +66,7 @@ def ours(model: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
 
 
 def throughput(forward: Callable[[torch.Tensor], torch.Tensor], batch: dict[str, torch.Tensor], steps: int) -> float:
-    """Training sequences per second over `steps` steps on one batch (after one warm-up step)."""
+    """Training sequences per CPU second over `steps` steps on one batch (after one warm-up step)."""
     optimizer = torch.optim.Adam(forward.parameters(), lr=1e-4)  # type: ignore[attr-defined]
     mask = batch["mask"]
 
@@ -75,10 +77,10 @@ def throughput(forward: Callable[[torch.Tensor], torch.Tensor], batch: dict[str,
         optimizer.step()
 
     step()
-    start = time.perf_counter()
+    start = time.process_time()
     for _ in range(steps):
         step()
-    return steps * len(batch["inputs"]) / (time.perf_counter() - start)
+    return steps * len(batch["inputs"]) / (time.process_time() - start)
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ from attnmem.blocks.dnc_memory import (
     DNCMemory,
     allocation,
     directional_weights,
+    link_step,
     link_update,
     precedence_update,
     read_weights,
@@ -193,3 +194,20 @@ def test_the_link_update_gradient_matches_finite_differences():
     link = (torch.rand(2, 4, 4, dtype=torch.float64) * (1 - torch.eye(4, dtype=torch.float64))).requires_grad_()
     w, p = (torch.rand(2, 4, dtype=torch.float64).div(4).requires_grad_() for _ in range(2))
     assert torch.autograd.gradcheck(link_update, (link, w, p))  # its diagonal is zeroed in place
+
+
+def test_the_fused_link_step_equals_the_equations_and_its_hand_written_backward_their_gradient():
+    torch.manual_seed(0)
+    link = (torch.rand(2, 5, 5, dtype=torch.float64) * (1 - torch.eye(5, dtype=torch.float64))).requires_grad_()
+    w, p = (torch.rand(2, 5, dtype=torch.float64).div(5).requires_grad_() for _ in range(2))
+    rw = torch.softmax(torch.randn(2, 3, 5, dtype=torch.float64), -1).requires_grad_()
+    new, forward, backward = link_step(link, w, p, rw)
+    expected = link_update(link, w, p)
+    torch.testing.assert_close(new, expected)
+    torch.testing.assert_close((forward, backward), directional_weights(expected, rw))
+    assert torch.autograd.gradcheck(link_step, (link, w, p, rw))
+    # the same gradients as autograd through the two equations, for a loss on all three outputs
+    loss = lambda n, f, b: (n * n.detach().sin()).sum() + (f * 3).sum() + (b * b).sum()  # noqa: E731
+    ours = torch.autograd.grad(loss(*link_step(link, w, p, rw)), (link, w, p, rw))
+    theirs = torch.autograd.grad(loss(expected, *directional_weights(expected, rw)), (link, w, p, rw))
+    torch.testing.assert_close(ours, theirs)

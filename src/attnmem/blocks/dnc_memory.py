@@ -21,6 +21,7 @@ __all__ = [
     "MemoryState",
     "allocation",
     "directional_weights",
+    "link_step",
     "link_update",
     "oneplus",
     "precedence_update",
@@ -95,6 +96,49 @@ def directional_weights(link: Tensor, read_weights: Tensor) -> tuple[Tensor, Ten
     return read_weights @ link.transpose(1, 2), read_weights @ link
 
 
+class _LinkStep(torch.autograd.Function):
+    """`link_update` then `directional_weights` as one step with a hand-written backward.
+
+    Autograd keeps several (B, N, N) temporaries per step and walks a dozen N × N operations back, one a
+    slow batched matrix × column; this step writes in place and keeps only L_{t-1} and L_t (kept anyway).
+    """
+
+    generate_vmap_rule = True  # torch.func.vmap batches it (its in-place adds through the slower fallback)
+
+    @staticmethod
+    def forward(link: Tensor, write_weights: Tensor, precedence: Tensor,
+                read_weights: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        w_i, w_j = write_weights.unsqueeze(-1), write_weights.unsqueeze(-2)  # (B, N, 1), (B, 1, N)
+        new = (1 - w_i - w_j).mul_(link).addcmul_(w_i, precedence.unsqueeze(-2))  # as `link_update`
+        new.diagonal(dim1=-2, dim2=-1).zero_()
+        return new, *directional_weights(new, read_weights)
+
+    @staticmethod
+    def setup_context(ctx, inputs: tuple[Tensor, ...], output: tuple[Tensor, ...]) -> None:  # noqa: ANN001
+        ctx.save_for_backward(*inputs, output[0])
+
+    @staticmethod
+    def backward(ctx, grad_link: Tensor, grad_forward: Tensor, grad_backward: Tensor):  # noqa: ANN001
+        link, w, p, rw, new = ctx.saved_tensors
+        # f = rw L_t^T, b = rw L_t: d rw = g_f L_t + g_b L_t^T, dL_t = G + g_f^T rw + rw^T g_b (one product, width 2R)
+        grad_rw = grad_forward @ new + grad_backward @ new.transpose(1, 2)
+        left, right = torch.cat([grad_forward, rw], 1).transpose(1, 2), torch.cat([rw, grad_backward], 1)  # (B, N, 2R)
+        d = torch.baddbmm(grad_link, left, right)
+        d.diagonal(dim1=-2, dim2=-1).zero_()  # L_t[i, i] = 0 whatever the inputs
+        # L_t = (1 - w_i - w_j) L_{t-1} + w_i p_j off the diagonal; a row vector times d^T, not d times a column
+        s = d * link  # (B, N, N)
+        grad_w = (p.unsqueeze(1) @ d.transpose(1, 2)).squeeze(1) - s.sum(-1) - s.sum(-2)
+        grad_p = (w.unsqueeze(1) @ d).squeeze(1)
+        grad_prev = (1 - w.unsqueeze(-1) - w.unsqueeze(-2)).mul_(d)
+        return grad_prev, grad_w, grad_p, grad_rw
+
+
+def link_step(link: Tensor, write_weights: Tensor, precedence: Tensor,
+              read_weights: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """L_t, f_t and b_t (`link_update`, `directional_weights`) from L_{t-1}, w^w_t, p_{t-1} and w^r_{t-1}."""
+    return _LinkStep.apply(link, write_weights, precedence, read_weights)
+
+
 def read_weights(backward: Tensor, content: Tensor, forward: Tensor, modes: Tensor) -> Tensor:
     """w^{r,i}_t = π^i[1] b^i + π^i[2] c^{r,i} + π^i[3] f^i: weightings (B, R, N), `modes (B, R, 3)`."""
     return modes[..., :1] * backward + modes[..., 1:2] * content + modes[..., 2:] * forward
@@ -165,8 +209,7 @@ class DNCMemory(nn.Module):
         write_w = write_gate * (alloc_gate * allocation(usage) + (1 - alloc_gate) * write_content.squeeze(1))
         memory = state.memory * psi.unsqueeze(-1) if self.deallocation else state.memory
         memory = write_memory(memory, write_w, torch.sigmoid(erase), vector)  # (B, N, W)
-        link = link_update(state.link, write_w, state.precedence)
-        forward, backward = directional_weights(link, state.read_weights)  # (B, R, N)
+        link, forward, backward = link_step(state.link, write_w, state.precedence, state.read_weights)  # f, b (B, R, N)
         if self.link_sharpness:
             s_forward, s_backward = oneplus(parts[-1]).view(b, 2 * r, 1).chunk(2, dim=1)
             forward, backward = sharpen(forward, s_forward), sharpen(backward, s_backward)
