@@ -22,7 +22,7 @@ def _encoder(channels: int, conv_channels: Sequence[int]) -> nn.Sequential:
     """3 x 3 convolutions with ReLUs, a 2 x 2 max-pool after each but the last: the image to a feature grid."""
     layers: list[nn.Module] = []
     for k, width in enumerate(conv_channels):
-        layers += [nn.Conv2d(channels, width, 3, padding=1), nn.ReLU()]
+        layers += [nn.Conv2d(channels, width, 3, padding=1), nn.BatchNorm2d(width), nn.ReLU()]
         if k < len(conv_channels) - 1:
             layers.append(nn.MaxPool2d(2, ceil_mode=True))
         channels = width

@@ -37,7 +37,8 @@ def read_image(path: Path, channels: int, height: int, width: int, where: str) -
             image.load()
             pixels = np.asarray(image.convert(MODES[channels]), dtype=np.float32) / 255.0
     except (OSError, ValueError) as err:
-        raise UserError(f"{path} ({where}): not a readable image ({err}): replace the file or remove its captions") from None
+        message = f"{path} ({where}): not a readable image ({err}): replace the file or remove its captions"
+        raise UserError(message) from None
     if pixels.shape[:2] != (height, width):
         raise UserError(
             f"{path} ({where}): {pixels.shape[1]}x{pixels.shape[0]} pixels, expected {width}x{height} "
