@@ -80,6 +80,8 @@ def _data_overrides(data: str, tmp_path: Path) -> list[str]:
         return [*sequence, "data.task.item_length=1", "data.task.max_items=3", "data.test_lengths=[4]"]
     if data == "priority_sort":
         return [*sequence, "data.task.num_vectors=3", "data.task.num_targets=2", "data.test_lengths=[4]"]
+    if data in ("digits", "coco_folder"):
+        return caption_files(data, tmp_path)
     seq2seq = ["data.source.num_train=16", "data.source.num_val=8", "data.source.num_test=8", "data.batch_size=8",
                "data.source.test_lengths=[7]"]
     if data in ("reverse", "sort", "copy_tokens"):
@@ -113,6 +115,25 @@ def graph_files(data: str, tmp_path: Path) -> list[str]:
     return [f"data.source.data_dir={tmp_path}", f"data.source.sha256={digest}", *split]
 
 
+def caption_files(data: str, tmp_path: Path) -> list[str]:
+    """Overrides for 8 small digit canvases, or a folder of 8 grey 16 x 8 PNGs with their COCO captions JSON."""
+    if data == "digits":
+        return ["data.source.num_train=8", "data.source.num_val=4", "data.source.num_test=4",
+                "data.source.test_lengths=[2]", "data.source.lengths=[1,2]", "data.source.width=16", "data.batch_size=8"]
+    from PIL import Image
+
+    (tmp_path / "images").mkdir()
+    images, notes = [], []
+    for i in range(8):
+        Image.new("L", (16, 8), 30 * i).save(tmp_path / "images" / f"{i}.png")
+        images.append({"id": i, "file_name": f"{i}.png"})
+        notes.append({"image_id": i, "caption": f"a {'dark' if i < 4 else 'light'} box"})
+    (tmp_path / "captions.json").write_text(json.dumps({"images": images, "annotations": notes}))
+    return [f"data.source.images_dir={tmp_path / 'images'}", f"data.source.captions={tmp_path / 'captions.json'}",
+            "data.source.channels=1", "data.source.height=8", "data.source.width=16", "data.source.val_fraction=0.25",
+            "data.source.test_fraction=0.25", "data.batch_size=8"]
+
+
 def test_every_model_has_a_data_it_fits():
     assert {m for m, _ in PAIRS} == set(MODELS)
 
@@ -140,8 +161,9 @@ def _takes_score(model: str) -> bool:
 
 
 # The score axis, sampled: a model that ignores the score trains once (with `dot`); the DNC's bAbI reader runs
-# the core that `dnc` trains with every score, so it takes two.
-SAMPLED = {"dnc_qa": ("cosine", "dot")}
+# the core that `dnc` trains with every score, so it takes two; so does SAT (one f_att over keys of its own width:
+# Xu et al.'s MLP score and dot).
+SAMPLED = {"dnc_qa": ("cosine", "dot"), "sat": ("additive", "dot")}
 SCORE_PAIRS = [(m, a) for m in MODELS for a in SAMPLED.get(m, ATTENTION) if _takes_score(m) or a == "dot"]
 
 

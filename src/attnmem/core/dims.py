@@ -89,7 +89,23 @@ class EmbeddingsDims:
     itos: list[str] = field(default_factory=list)  # id -> word, for export, neighbours and analogies
 
 
-Dims = QADims | SequenceDims | Seq2SeqDims | SpanDims | PatternsDims | GraphDims | EmbeddingsDims
+@dataclass(frozen=True)
+class CaptionDims:
+    """An image in, a caption (a token sequence) out (Show, Attend and Tell)."""
+
+    vocab_size: int
+    channels: int  # C of the images (B, C, H, W)
+    height: int
+    width: int
+    pad_id: int
+    bos_id: int
+    eos_id: int
+    max_caption_len: int  # the longest caption, in words
+    test_lengths: list[int] = field(default_factory=list)  # one extra test set per caption length
+    itos: list[str] = field(default_factory=list)  # id -> word, for BLEU and plots
+
+
+Dims = QADims | SequenceDims | Seq2SeqDims | SpanDims | PatternsDims | GraphDims | EmbeddingsDims | CaptionDims
 
 
 def kwargs(dims: Dims) -> dict[str, Any]:

@@ -13,15 +13,14 @@ from torch import Tensor, nn
 from torchmetrics.text import BLEUScore
 
 from attnmem.core.dims import Seq2SeqDims
-from attnmem.evaluation import decode as decoding
 from attnmem.evaluation import plots
 from attnmem.tasks import hooks
+from attnmem.tasks import tokens as tokens_
 from attnmem.tasks.metrics import Sums, counted
 
 SPLITS = ("train", "val", "test")
 FIELDS = ("nats", "tokens", "correct", "count", "exact")  # per test set: loss, target tokens, sequences
 LENGTH_FIELDS = ("tokens", "correct", "count", "exact")  # per source length
-DECODE = {"beam_size": 1, "max_len": None, "length_penalty": 0.0}
 
 
 class Seq2SeqTask(L.LightningModule):
@@ -46,12 +45,7 @@ class Seq2SeqTask(L.LightningModule):
                  scheduler: Callable[..., Any] | None = None, dims: Seq2SeqDims, label_smoothing: float = 0.0,
                  decode: dict[str, Any] | None = None, length_bucket: int = 10) -> None:
         super().__init__()
-        unknown = set(decode or {}) - set(DECODE)
-        if unknown:
-            raise ValueError(f"task.decode has no option {sorted(unknown)}; options: {sorted(DECODE)}")
-        self.decode = DECODE | dict(decode or {})
-        if self.decode["beam_size"] < 1:
-            raise ValueError(f"decode.beam_size must be >= 1, got {self.decode['beam_size']}")
+        self.decode = tokens_.decode_options(decode)
         if not 0 <= label_smoothing < 1:
             raise ValueError(f"task.label_smoothing must be in [0, 1), got {label_smoothing}")
         if length_bucket < 0:
@@ -89,12 +83,7 @@ class Seq2SeqTask(L.LightningModule):
 
     def _compare(self, predicted: Tensor, targets: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Per sequence: target tokens, correct tokens, exact (bool); `predicted` is padded or cut to the target."""
-        width = targets.shape[1]
-        predicted = F.pad(predicted[:, :width], (0, max(0, width - predicted.shape[1])), value=self.ids["pad"])
-        real = targets != self.ids["pad"]
-        correct = ((predicted == targets) & real).sum(1)  # (B,)
-        tokens = real.sum(1)
-        return tokens, correct, correct == tokens
+        return tokens_.compare(predicted, targets, self.ids["pad"])
 
     def shared_step(self, batch: dict[str, Tensor], split: str, test_set: int = 0) -> Tensor:
         """The teacher-forced loss per target token; val and test score the decoded output, training the forced one."""
@@ -112,33 +101,13 @@ class Seq2SeqTask(L.LightningModule):
             self.bleu[split].update([self.text(p) for p in predicted], [[self.text(t)] for t in targets])
         return nats / tokens.sum()
 
-    @torch.no_grad()
     def generate(self, src: Tensor, *, max_len: int) -> Tensor:
         """Decoded tokens (B, T) after bos, up to eos then padding: greedy, or beam search when `beam_size` > 1."""
-        if self.decode["beam_size"] == 1:
-            return decoding.greedy(
-                self.net, src, max_len=max_len, bos_id=self.ids["bos"], eos_id=self.ids["eos"], pad_id=self.ids["pad"]
-            )
-        return decoding.beam(
-            self.net,
-            src,
-            self.decode["beam_size"],
-            max_len=max_len,
-            bos_id=self.ids["bos"],
-            eos_id=self.ids["eos"],
-            pad_id=self.ids["pad"],
-            length_penalty=self.decode["length_penalty"],
-        )
+        return tokens_.generate(self.net, src, self.decode, self.ids, max_len=max_len)
 
     def text(self, ids: Tensor, itos: list[str] | None = None) -> str:
         """Space-joined tokens of a 1-D id row, up to its eos; padding and bos dropped."""
-        vocab, words = itos or self.tgt_itos, []
-        for i in ids.tolist():
-            if i == self.ids["eos"]:
-                break
-            if i not in (self.ids["pad"], self.ids["bos"]):
-                words.append(vocab[i] if vocab else str(i))
-        return " ".join(words)
+        return tokens_.text(ids, itos or self.tgt_itos, self.ids)
 
     def epoch_metrics(self, split: str) -> dict[str, Tensor]:
         """Loss, token accuracy and exact match of each of the split's sets; length buckets and BLEU where measured."""
