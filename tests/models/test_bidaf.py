@@ -79,9 +79,10 @@ def test_characters_reach_the_prediction():
     assert not torch.allclose(net(inputs).pred[0], net(changed).pred[0])
 
 
-def test_bidaf_without_character_ids_names_the_option():
-    with pytest.raises(ValueError, match=r"BiDAF reads character ids: data.word_len must be >= 1"):
-        bidaf(char_vocab_size=0)
+def test_bidaf_without_character_ids_names_the_option(compose_cfg):
+    cfg = compose_cfg("model=bidaf", "data.word_len=0", "data.source.num_train=16", "data.source.num_val=8")
+    with pytest.raises(ValueError, match=r"BiDAF reads character ids: data.word_len must be >= 1 \(model=bidaf's"):
+        run.setup(cfg)
     with pytest.raises(ValueError, match="BiDAF: model.char_width must be >= 1, got 0"):
         bidaf(char_width=0)
 
