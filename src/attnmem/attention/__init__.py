@@ -17,7 +17,9 @@ from torch import Tensor, nn
 from attnmem.attention.additive_kernel import additive_scores
 from attnmem.core.float32 import in_float32
 
-__all__ = ["Additive", "Bilinear", "Cosine", "Dot", "LeakyConcat", "MultiHead", "ScaledDot", "attend", "softmax"]
+__all__ = [
+    "Additive", "Bilinear", "Cosine", "Dot", "LeakyConcat", "MultiHead", "ScaledDot", "Trilinear", "attend", "softmax",
+]
 
 
 def softmax(scores: Tensor, dim: int = -1) -> Tensor:
@@ -121,6 +123,28 @@ class LeakyConcat(nn.Module):
         q = query @ self.query_weight.to(query.dtype)  # (B, Tq)
         k = keys @ self.key_weight.to(keys.dtype)  # (B, Tk)
         return F.leaky_relu(q.unsqueeze(-1) + k.unsqueeze(-2), self.negative_slope)  # (B, Tq, Tk)
+
+
+class Trilinear(nn.Module):
+    """BiDAF's similarity α(h, u) = wᵀ[h; u; h∘u] (Seo et al. 2017, eq. 1), w = [w₁; w₂; w₃].
+
+    Computed as w₁ᵀh + w₂ᵀu + (h∘w₃)ᵀu, never holding the (B, Tq, Tk, 3D) concatenation. Keys of another
+    width are first projected to the query's width (a linear map without bias), so any two widths work.
+    """
+
+    def __init__(self, query_dim: int, key_dim: int) -> None:
+        super().__init__()
+        _check_dims("Trilinear", query_dim, key_dim, equal=False)
+        self.key_proj = nn.Linear(key_dim, query_dim, bias=False) if key_dim != query_dim else None
+        bound = 1.0 / math.sqrt(3 * query_dim)  # nn.Linear(3D, 1)'s initialisation of w
+        self.weight = nn.Parameter(torch.empty(3, query_dim).uniform_(-bound, bound))  # rows w₁, w₂, w₃
+
+    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
+        keys = keys if self.key_proj is None else self.key_proj(keys)  # (B, Tk, Dq)
+        w = self.weight.to(query.dtype)
+        by_query = (query @ w[0]).unsqueeze(-1)  # w₁ᵀh: (B, Tq, 1)
+        by_key = (keys @ w[1]).unsqueeze(-2)  # w₂ᵀu: (B, 1, Tk)
+        return by_query + by_key + (query * w[2]) @ keys.transpose(-1, -2)  # (B, Tq, Tk)
 
 
 class Cosine(nn.Module):

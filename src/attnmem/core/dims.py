@@ -59,6 +59,7 @@ class SpanDims:
 
     vocab_size: int
     embeddings: Tensor | None = None  # (V, D) pretrained word vectors in vocabulary order, if given
+    char_vocab_size: int = 0  # the ids of the batches' context_chars / question_chars; 0: none (data.word_len=0)
 
 
 @dataclass(frozen=True)

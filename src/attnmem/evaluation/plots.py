@@ -185,8 +185,10 @@ def capacity_curve(curves: dict[str, list[tuple[float, float, float]]], critical
     return fig
 
 
-def coattention_heatmap(weights: Tensor, question: list[str], document: list[str], title: str) -> Figure:
-    """Coattention weights `(Lq, Ld)` as a heatmap, question words as rows, document words as columns."""
+def coattention_heatmap(
+    weights: Tensor, question: list[str], document: list[str], title: str, name: str = "coattention"
+) -> Figure:
+    """Attention weights `(Lq, Ld)` (`name`: coattention, BiDAF's C2Q) as a heatmap, question words as rows."""
     fig, ax = plt.subplots(figsize=(2.8 + 0.2 * len(document), 1.2 + 0.25 * len(question)), layout="constrained")
     image = ax.imshow(weights.numpy(), cmap="Blues", aspect="auto", interpolation="nearest")
     ax.set_xticks(range(len(document)), document, rotation=90, fontsize=7)
@@ -194,7 +196,7 @@ def coattention_heatmap(weights: Tensor, question: list[str], document: list[str
     ax.set_xlabel("document word")
     ax.set_ylabel("question word")
     colorbar(fig, image, ax)
-    ax.set_title(f"coattention, question × document\n{title}", fontsize=9)
+    ax.set_title(f"{name}, question × document\n{title}", fontsize=9)
     return fig
 
 

@@ -127,8 +127,13 @@ class SpanTask(L.LightningModule):
 
     @torch.no_grad()
     def plot_examples(self, datamodule: L.LightningDataModule, out_dir: Path, num_examples: int) -> list[Path]:
-        """Coattention weights (question × document) and start/end probabilities per decoder iteration."""
+        """Attention weights (question × document) and start/end probabilities per decoder iteration.
+
+        The weights are `attention[0]`, named by the net's `attention_name` (BiDAF: "C2Q attention"; default
+        "coattention"), which also names the file.
+        """
         batch, out = plots.val_examples(self, datamodule, num_examples)
+        name = getattr(self.net, "attention_name", "coattention")
         examples = datamodule.examples("val")
         paths = []
         for i, index in enumerate(batch["index"].tolist()):
@@ -159,8 +164,8 @@ class SpanTask(L.LightningModule):
                 labels = (list(example.question_words) + ["∅"] * sentinel, words + ["∅"] * sentinel)
                 paths.append(
                     plots.save(
-                        plots.coattention_heatmap(weights[rows][:, cols], *labels, title),
-                        out_dir / f"coattention_{i}.png",
+                        plots.coattention_heatmap(weights[rows][:, cols], *labels, title, name),
+                        out_dir / f"{name.split()[0].lower()}_{i}.png",
                     )
                 )
         return paths

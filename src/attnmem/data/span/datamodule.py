@@ -18,7 +18,15 @@ from torch.utils.data import DataLoader
 from attnmem.core.dims import SpanDims
 from attnmem.core.errors import UserError
 from attnmem.core.glove import Vectors
-from attnmem.data.span.tensors import SpanData, SpanExample, SpanRecord, build_examples, build_vocab, words
+from attnmem.data.span.tensors import (
+    CHAR_VOCAB_SIZE,
+    SpanData,
+    SpanExample,
+    SpanRecord,
+    build_examples,
+    build_vocab,
+    words,
+)
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +52,9 @@ class SpanDataModule(L.LightningDataModule):
     The vocabulary holds the training questions' words seen `min_count` times and, when the source has
     pretrained vectors, every word of every split that has one (frozen in the model, so a word met only in
     validation keeps its meaning; the others are `<unk>`); a checkpoint's vocabulary wins over it. Contexts
-    are cut to `max_context_len` tokens, questions to `max_question_len`.
+    are cut to `max_context_len` tokens, questions to `max_question_len`. With `word_len` > 0 (what a model
+    reading characters sets through its yaml, `conf/inputs/chars.yaml`) batches also hold the character ids
+    `context_chars (B, Lc, W)` and `question_chars (B, Lq, W)`, and `dims.char_vocab_size` counts them.
     """
 
     family: ClassVar[str] = "span"
@@ -60,6 +70,7 @@ class SpanDataModule(L.LightningDataModule):
         min_count: int = 1,
         batch_size: int = 32,
         num_workers: int = 0,
+        word_len: int = 0,
     ) -> None:
         super().__init__()
         limits = {
@@ -68,6 +79,7 @@ class SpanDataModule(L.LightningDataModule):
             "min_count": (min_count, 1),
             "batch_size": (batch_size, 1),
             "num_workers": (num_workers, 0),
+            "word_len": (word_len, 0),
         }
         for name, (value, low) in limits.items():
             if value < low:
@@ -75,6 +87,7 @@ class SpanDataModule(L.LightningDataModule):
         self.source = source
         self.sizes = {"max_context_len": max_context_len, "max_question_len": max_question_len, "lowercase": lowercase}
         self.min_count, self.batch_size, self.num_workers = min_count, batch_size, num_workers
+        self.word_len = word_len
         self.data_files = list(source.data_files)
         self._data: SpanData | None = None
         self._state: dict[str, Any] | None = None
@@ -94,7 +107,7 @@ class SpanDataModule(L.LightningDataModule):
         seen = set((self._state or {}).get("vocab", [])[2:]).union(*map(words, examples.values()))
         vectors = self.source.vectors(seen)
         vocab = build_vocab(examples["train"], self.min_count, () if vectors is None else vectors.table)
-        data = SpanData(vocab, examples)
+        data = SpanData(vocab, examples, self.word_len)
         self._data = data.adopt(self._state) if self._state is not None else data
         if vectors is not None:
             self._embedding_weight = vectors.matrix(self._data.vocab)
@@ -133,7 +146,8 @@ class SpanDataModule(L.LightningDataModule):
 
     @property
     def dims(self) -> SpanDims:
-        return SpanDims(vocab_size=len(self.data.vocab), embeddings=self._embedding_weight)
+        chars = CHAR_VOCAB_SIZE if self.word_len else 0
+        return SpanDims(vocab_size=len(self.data.vocab), embeddings=self._embedding_weight, char_vocab_size=chars)
 
     @property
     def has_test(self) -> bool:

@@ -3,6 +3,8 @@ character spans mapped to token spans, truncation, vocabulary, batches.
 
 Word id 0 is `<pad>` and 1 is `<unk>`. Each example keeps its text and token offsets, so a
 predicted token span maps back to the exact characters of the context (what EM/F1 compare).
+Character ids (`word_len` > 0) are fixed, not learned from the data: 0 `<pad>`, 1 `<unk>` (a code point
+past 255), 2 + the code point of a Latin-1 character; a word keeps its first `word_len` characters.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from torch.utils.data import DataLoader, Dataset
 log = logging.getLogger(__name__)
 
 PAD, UNK = 0, 1
+CHAR_VOCAB_SIZE = 258  # <pad>, <unk>, the 256 Latin-1 code points
 # words (letters, digits, underscore) or single other non-space characters: every token keeps its offsets
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
@@ -135,8 +138,22 @@ def words(examples: Iterable[SpanExample]) -> set[str]:
     return {w for ex in examples for w in (*ex.context_words, *ex.question_words)}
 
 
-def vectorize(examples: Sequence[SpanExample], vocab: list[str]) -> dict[str, Tensor]:
-    """Right-padded word ids and spans: context (N, Lc), question (N, Lq), start, end, index (N,)."""
+def char_ids(sequences: Sequence[Sequence[str]], width: int, word_len: int) -> Tensor:
+    """The character ids of each word of `sequences`, right-padded: (N, width, word_len), int16."""
+    rows = {w: i + 1 for i, w in enumerate(sorted({w for words in sequences for w in words}))}  # row 0: padding
+    table = torch.zeros(len(rows) + 1, word_len, dtype=torch.int16)  # (U+1, W)
+    for w, row in rows.items():
+        codes = [2 + ord(c) if ord(c) < 256 else UNK for c in w[:word_len]]
+        table[row, : len(codes)] = torch.tensor(codes, dtype=torch.int16)
+    index = torch.zeros(len(sequences), width, dtype=torch.long)  # (N, width)
+    for i, words in enumerate(sequences):
+        index[i, : len(words)] = torch.tensor([rows[w] for w in words], dtype=torch.long)
+    return table[index]  # (N, width, W)
+
+
+def vectorize(examples: Sequence[SpanExample], vocab: list[str], word_len: int = 0) -> dict[str, Tensor]:
+    """Right-padded word ids and spans: context (N, Lc), question (N, Lq), start, end, index (N,); with
+    `word_len` > 0 also the character ids context_chars (N, Lc, W) and question_chars (N, Lq, W)."""
     index = {w: i for i, w in enumerate(vocab)}
     n = len(examples)
     width_c = max((len(ex.context_words) for ex in examples), default=1)
@@ -150,13 +167,17 @@ def vectorize(examples: Sequence[SpanExample], vocab: list[str]) -> dict[str, Te
         question[i, : len(ex.question_words)] = torch.tensor(
             [index.get(w, UNK) for w in ex.question_words], dtype=torch.int32
         )
-    return {
+    tensors = {
         "context": context,
         "question": question,
         "start": torch.tensor([ex.start for ex in examples], dtype=torch.long),
         "end": torch.tensor([ex.end for ex in examples], dtype=torch.long),
         "index": torch.arange(n),
     }
+    if word_len > 0:
+        tensors["context_chars"] = char_ids([ex.context_words for ex in examples], context.shape[1], word_len)
+        tensors["question_chars"] = char_ids([ex.question_words for ex in examples], question.shape[1], word_len)
+    return tensors
 
 
 class SpanDataset(Dataset):
@@ -176,8 +197,10 @@ class SpanDataset(Dataset):
     def __getitems__(self, indices: list[int]) -> dict[str, Tensor]:
         index = torch.as_tensor(indices, dtype=torch.long)
         batch = {k: v[index].long() for k, v in self.tensors.items()}
-        batch["context"] = batch["context"][:, : max(int(self.context_len[index].max()), 1)]  # (B, Lc)
-        batch["question"] = batch["question"][:, : max(int(self.question_len[index].max()), 1)]  # (B, Lq)
+        lengths = {"context": self.context_len, "question": self.question_len}
+        for key in [k for k in batch if k.startswith(("context", "question"))]:
+            side = lengths[key.removesuffix("_chars")]
+            batch[key] = batch[key][:, : max(int(side[index].max()), 1)]  # (B, Lc[, W]), (B, Lq[, W])
         return batch
 
 
@@ -192,9 +215,10 @@ class SpanData:
 
     vocab: list[str]
     examples: dict[str, list[SpanExample]]  # "train"/"val"/"test" -> examples, in tensor order
+    word_len: int = 0  # characters per word in the character ids; 0: none
 
     def __post_init__(self) -> None:
-        self.tensors = {split: vectorize(examples, self.vocab) for split, examples in self.examples.items()}
+        self.tensors = {split: vectorize(ex, self.vocab, self.word_len) for split, ex in self.examples.items()}
 
     def state(self) -> dict[str, Any]:
         """What a checkpoint needs to give other data the same ids."""
@@ -202,7 +226,7 @@ class SpanData:
 
     def adopt(self, state: dict[str, Any]) -> SpanData:
         """The same examples in a checkpoint's vocabulary (unknown words -> <unk>)."""
-        return self if state["vocab"] == self.vocab else SpanData(list(state["vocab"]), self.examples)
+        return self if state["vocab"] == self.vocab else SpanData(list(state["vocab"]), self.examples, self.word_len)
 
     def words(self, ids: Tensor) -> list[str]:
         """1-D word ids as words, pads dropped."""
