@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from torch import Tensor  # noqa: E402
 
-CHAR = 0.0074  # a monospace character's width in figure fractions, at the figure width below
+CHAR = 0.0058  # a monospace character's width in figure fractions, at the figure width below
 MAX_WORDS = 24  # words drawn per sentence; the rest is marked "…"
 
 
