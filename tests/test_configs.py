@@ -71,6 +71,8 @@ def _data_overrides(data: str, tmp_path: Path) -> list[str]:
         return ["data.source.nodes=40", "data.source.train_per_class=2", "data.source.num_val=8", "data.steps_per_epoch=2"]
     if data in ("graph_files", "cora"):  # a ring of 12 nodes of 2 classes, as edge-list files or as LINQS's cora.tgz
         return graph_files(data, tmp_path)
+    if data in ("doc_gen", "classify_files", "aclimdb", "squad_topics"):
+        return classify_files(data, tmp_path)
     sequence = ["data.batch_size=4", "data.steps_per_epoch=2", "data.num_val=4", "data.num_test=4"]
     if data == "copy":
         return [*sequence, "data.task.max_length=2", "data.test_lengths=[3]"]
@@ -134,6 +136,29 @@ def caption_files(data: str, tmp_path: Path) -> list[str]:
             "data.source.test_fraction=0.25", "data.batch_size=8"]
 
 
+def classify_files(data: str, tmp_path: Path) -> list[str]:
+    """Overrides of the classify family: few generated documents, a TSV file, a local aclImdb archive, SQuAD."""
+    small = ["data.batch_size=8"]
+    if data == "doc_gen":
+        return [*small, "data.source.num_train=24", "data.source.num_val=8", "data.source.num_test=8"]
+    if data == "squad_topics":
+        path = Path(_data_overrides("squad", tmp_path)[0].split("=", 1)[1])
+        return [*small, f"data.source.path={path}", "data.source.val_fraction=0.25", "data.source.test_fraction=0.25"]
+    texts = [("pos", "A fine film. I liked it!"), ("neg", "Dull. A waste of time."), ("pos", "Great acting."),
+             ("neg", "Bad plot. Worse ending.")] * 3
+    if data == "classify_files":
+        (tmp_path / "docs.tsv").write_text("".join(f"{label}\t{text}\n" for label, text in texts))
+        return [*small, f"data.source.train_file={tmp_path / 'docs.tsv'}", "data.source.val_fraction=0.25"]
+    with tarfile.open(tmp_path / "aclImdb_v1.tar.gz", "w:gz") as tar:
+        for i, (label, text) in enumerate(texts):
+            info = tarfile.TarInfo(f"aclImdb/{'train' if i < 8 else 'test'}/{label}/{i}_7.txt")
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    digest = hashlib.sha256((tmp_path / "aclImdb_v1.tar.gz").read_bytes()).hexdigest()
+    return [*small, f"data.source.data_dir={tmp_path}", f"data.source.sha256={digest}", "data.min_count=1",
+            "data.source.val_fraction=0.25"]
+
+
 def test_every_model_has_a_data_it_fits():
     assert {m for m, _ in PAIRS} == set(MODELS)
 
@@ -161,10 +186,12 @@ def _takes_score(model: str) -> bool:
 
 
 # The score axis, sampled: a model that ignores the score trains once (with `dot`); the DNC's bAbI reader runs
-# the core that `dnc` trains with every score, so it takes two; so does SAT (one f_att over keys of its own width:
-# Xu et al.'s MLP score and dot); BiDAF only its own, trilinear (tests/models/test_bidaf.py checks its attention
-# flow with dot). A score added later trains only in the models named here (its own, qa, seq2seq).
-SAMPLED = {"dnc_qa": ("cosine", "dot"), "sat": ("additive", "dot"), "bidaf": ("trilinear",)}
+# the core that `dnc` trains with every score, so it takes two; so do SAT (one f_att over keys of its own width:
+# Xu et al.'s MLP score and dot), HAN and the Transformer classifier; BiDAF only its own, trilinear
+# (tests/models/test_bidaf.py checks its attention flow with dot). A score added later trains only in the models
+# named here (its own, qa, seq2seq).
+SAMPLED = {"dnc_qa": ("cosine", "dot"), "sat": ("additive", "dot"), "bidaf": ("trilinear",),
+           "han": ("additive", "dot"), "transformer_classify": ("scaled_dot", "additive")}
 SCORE_MODELS = {"trilinear": ("bidaf", "memn2n", "attn_rnn")}
 SCORE_PAIRS = [(m, a) for m in MODELS for a in SAMPLED.get(m, ATTENTION)
                if (_takes_score(m) or a == "dot") and m in SCORE_MODELS.get(a, (m,))]

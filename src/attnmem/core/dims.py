@@ -106,7 +106,19 @@ class CaptionDims:
     itos: list[str] = field(default_factory=list)  # id -> word, for BLEU and plots
 
 
-Dims = QADims | SequenceDims | Seq2SeqDims | SpanDims | PatternsDims | GraphDims | EmbeddingsDims | CaptionDims
+@dataclass(frozen=True)
+class ClassifyDims:
+    """A document of sentences of words in, one class out (document classification)."""
+
+    vocab_size: int  # V, word id 0 is padding, 1 an unknown word
+    num_classes: int  # C
+    classes: list[str] = field(default_factory=list)  # the name of each class, for plots
+    itos: list[str] = field(default_factory=list)  # id -> word, for plots
+    pad_id: int = 0
+
+
+Dims = (QADims | SequenceDims | Seq2SeqDims | SpanDims | PatternsDims | GraphDims | EmbeddingsDims | CaptionDims
+        | ClassifyDims)
 
 
 def kwargs(dims: Dims) -> dict[str, Any]:

@@ -20,7 +20,8 @@ TREE_ORDER = ("data", "model", "attention", "optimizer", "scheduler", "task", "t
 PRINT_CONFIG = ("collapsed", "full", "none")
 # the last part of a metric's name: a fraction, shown as a percentage; a count, shown as an integer
 RATES = frozenset(
-    "acc token_acc error em f1 recall exact_match overlap overlap_min energy_monotone bleu bit_accuracy".split()
+    "acc token_acc error em f1 recall exact_match overlap overlap_min energy_monotone bleu bit_accuracy "
+    "deciding_sentence_top".split()
 )
 COUNTS = ("epoch", "global_step", "params")
 

@@ -6,15 +6,12 @@ Not the Planetoid pickles: a pickle can run code when loaded. The archive holds 
 
 from __future__ import annotations
 
-import hashlib
 import tarfile
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import torch
 
-from attnmem.core.atomic import replacing
+from attnmem.core.download import check_sha256, download
 from attnmem.core.errors import UserError
 from attnmem.data.graph.graph import Graph, check_split_options, row_normalized, split_nodes, undirected
 from attnmem.data.graph.text_files import SELF_LOOPS, parse_edges, parse_features, parse_labels, rows
@@ -24,37 +21,6 @@ URL = "https://linqs-data.soe.ucsc.edu/public/lbc/cora.tgz"
 SHA256 = "0d4ed463d1627bb7f3e8420effe8f5545fd492ae8f88dab44ce86cee7b26d7e8"
 ARCHIVE = "cora.tgz"
 MEMBERS = ("cora.content", "cora.cites")
-
-
-def sha256(path: Path) -> str:
-    """The file's sha256, hex."""
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def download(url: str, archive: Path, expected: str) -> None:
-    """Fetch `url` to `archive` through a temporary name, kept only when its sha256 is `expected`."""
-    with replacing(archive) as tmp:
-        try:
-            with urllib.request.urlopen(url, timeout=60) as response, tmp.open("wb") as out:
-                while block := response.read(1 << 20):
-                    out.write(block)
-        except (urllib.error.URLError, OSError) as err:
-            raise UserError(f"could not download {url} ({err}): put {ARCHIVE} in {archive.parent} yourself") from None
-        check_sha256(tmp, expected, url)
-
-
-def check_sha256(path: Path, expected: str, origin: str) -> None:
-    """One line naming `origin` when the file's sha256 is not `expected`."""
-    got = sha256(path)
-    if got != expected:
-        raise UserError(
-            f"{origin}: sha256 {got} is not the pinned {expected}: the file is damaged or another "
-            f"release; delete it and download again, or pass data.source.sha256={got} if you trust it"
-        )
 
 
 def read_members(archive: Path) -> dict[str, str]:

@@ -1,0 +1,1 @@
+"""The classify family: documents of sentences, one label each (hierarchical attention networks)."""
