@@ -38,7 +38,9 @@ class CaptionTask(L.LightningModule):
     """Trains any `caption` model: Show, Attend and Tell's objective (Xu et al. 2015).
 
     The loss is the teacher-forced cross-entropy of the caption's words and eos plus the doubly stochastic
-    regulariser λ Σ_i (1 − Σ_t α_ti)² (eq. 14, λ = `alpha_c`, over the steps of the caption), per target token. A
+    regulariser λ Σ_i (1 − Σ_t α_ti)² (eq. 14, λ = `alpha_c`, over the steps of the caption), per target token; λ is
+    0 by default (`task.alpha_c=1` is the paper's): where captions have fewer words than the grid has cells, as
+    on the digits, every cell cannot be attended once and the term only spreads the weights (docs/caption.md). A
     model whose `Output.attention` also holds the one-hot `chosen` locations (hard attention) adds, while training,
     REINFORCE (eqs. 9-12): −λ_r (log p(y | s̃, a) − b) log p(s̃ | a) − λ_e H[s̃], with λ_r = `reinforce`,
     λ_e = `entropy` and the moving average b ← `baseline_decay` · b + (1 − `baseline_decay`) log p(y | s̃, a)
@@ -53,7 +55,7 @@ class CaptionTask(L.LightningModule):
     mode: ClassVar[str] = "max"
 
     def __init__(self, net: nn.Module, *, optimizer: Callable[..., torch.optim.Optimizer],
-                 scheduler: Callable[..., Any] | None = None, dims: CaptionDims, alpha_c: float = 1.0,
+                 scheduler: Callable[..., Any] | None = None, dims: CaptionDims, alpha_c: float = 0.0,
                  reinforce: float = 1.0, entropy: float = 0.01, baseline_decay: float = 0.9,
                  decode: dict[str, Any] | None = None) -> None:
         super().__init__()
