@@ -96,10 +96,14 @@ def test_encode_weights_words_by_position_and_ignores_pad():
 def test_time_index_counts_back_from_the_most_recent_sentence():
     model = make_model(random_noise=0.5).eval()
     mask = torch.tensor([[True, True, True, False, False, False], [True] * 6])
-    torch.testing.assert_close(model.time_index(mask)[0, :3], torch.tensor([2, 1, 0]))
-    torch.testing.assert_close(model.time_index(mask)[1], torch.tensor([5, 4, 3, 2, 1, 0]))
+    assert model.draws({"story": mask.unsqueeze(-1).long()}) == {}  # RN draws only while training
+    torch.testing.assert_close(model.time_index(mask, {})[0, :3], torch.tensor([2, 1, 0]))
+    torch.testing.assert_close(model.time_index(mask, {})[1], torch.tensor([5, 4, 3, 2, 1, 0]))
     torch.manual_seed(0)
-    noisy = model.train().time_index(mask.repeat(200, 1))  # (400, 6)
+    story = mask.repeat(200, 1).unsqueeze(-1).long()  # (400, 6, 1)
+    drawn = model.train().draws({"story": story})
+    assert drawn["rn_blank"].shape == (400, 1) and drawn["rn_keys"].shape == (400, 6 + 3)  # ceil(6 * 0.5) extra
+    noisy = model.time_index(mask.repeat(200, 1), drawn)  # (400, 6)
     short, full = noisy[0::2, :3], noisy[1::2]
     assert torch.all(short[:, :-1] > short[:, 1:]) and short.max() <= 4  # 3 sentences + <= 2 blanks
     assert (short != torch.tensor([2, 1, 0])).any(-1).float().mean() > 0.2  # RN moved some indices
@@ -136,7 +140,7 @@ def test_linear_start_skips_the_softmax(batch):
     real = batch["story"].ne(0).any(-1)  # (B, S)
     weights = model(batch).attention[0]
     u = model.encode(model.B, batch["query"])  # (B, d)
-    m = model.encode(model.A[0], batch["story"]) + model.T_A[0](model.time_index(real))  # (B, S, d)
+    m = model.encode(model.A[0], batch["story"]) + model.T_A[0](model.time_index(real, {}))  # (B, S, d)
     expected = (m @ u.unsqueeze(-1)).squeeze(-1).masked_fill(~real, 0.0)  # Dot, no softmax
     torch.testing.assert_close(weights, expected)
     assert not torch.allclose(weights.sum(-1), torch.ones(8))

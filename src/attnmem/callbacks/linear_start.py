@@ -29,7 +29,8 @@ class LinearStart(Callback):
 
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         epoch = trainer.current_epoch
-        pl_module.net.linear_start = epoch < self.epochs
+        for member in getattr(pl_module, "members", [pl_module]):  # every replica (replicas=R)
+            member.net.linear_start = epoch < self.epochs
         if self.lr is None:
             return
         if epoch < self.epochs:

@@ -88,6 +88,7 @@ class MemN2N(nn.Module):
     """
 
     families: ClassVar[tuple[str, ...]] = ("qa",)
+    replicas_batched: ClassVar[bool] = True  # replicas=R trains in one vmap; RN's numbers come from `draws`
 
     def __init__(
         self,
@@ -156,18 +157,28 @@ class MemN2N(nn.Module):
         """Embed `words (..., L)` and sum over positions weighted by l_j: (..., d)."""
         return bag_of_words(embed, words, self.position, owner="MemN2N")  # (..., d)
 
-    def time_index(self, slot_mask: Tensor) -> Tensor:
-        """Recency of each slot, 0 = most recent, from `slot_mask (B, S)` (slots left-aligned): (B, S)."""
-        if not (self.training and self.random_noise > 0):
+    def draws(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+        """The uniform numbers RN draws for `batch` while training (none otherwise), as batch keys."""
+        if not (self.training and self.temporal and self.random_noise > 0):
+            return {}
+        story = batch["story"]  # (B, S, L)
+        b, s = story.shape[:2]
+        most = math.ceil(s * self.random_noise)
+        blank = torch.rand(b, 1, device=story.device)  # (B, 1), drawn first as before
+        return {"rn_blank": blank, "rn_keys": torch.rand(b, s + most, device=story.device)}  # (B, S + most)
+
+    def time_index(self, slot_mask: Tensor, drawn: dict[str, Tensor]) -> Tensor:
+        """Recency of each slot, 0 = most recent, from `slot_mask (B, S)` (slots left-aligned): (B, S); with RN's
+        `drawn` numbers (`draws`), spread over extra empty slots."""
+        if not drawn:
             return recency(slot_mask)  # (B, S)
-        b, s = slot_mask.shape
+        s = slot_mask.shape[-1]
         n = slot_mask.sum(-1, keepdim=True)  # (B, 1) real sentences
         slots = torch.arange(s, device=slot_mask.device)  # (S,)
         # RN: n distinct indices drawn from 0 .. n+blank-1, blank ~ U{0..ceil(n·rn)}, oldest highest
-        most = math.ceil(s * self.random_noise)
-        blank = (torch.rand(b, 1, device=slot_mask.device) * (torch.ceil(n * self.random_noise) + 1)).long()
-        span = torch.arange(s + most, device=slot_mask.device)  # (S + most,)
-        keys = torch.rand(b, s + most, device=slot_mask.device).masked_fill(span >= n + blank, math.inf)
+        blank = (drawn["rn_blank"] * (torch.ceil(n * self.random_noise) + 1)).long()  # (B, 1)
+        span = torch.arange(drawn["rn_keys"].shape[-1], device=slot_mask.device)  # (S + most,)
+        keys = drawn["rn_keys"].masked_fill(span >= n + blank, math.inf)  # (B, S + most)
         picks = keys.argsort(-1)[:, :s].masked_fill(slots >= n, -1)  # (B, S) a random n-subset first
         return picks.sort(-1, descending=True).values.clamp(0, self.memory_size - 1)
 
@@ -201,7 +212,8 @@ class MemN2N(nn.Module):
         if story.shape[1] > self.memory_size:
             raise ValueError(f"MemN2N: a story of {story.shape[1]} sentences exceeds memory_size={self.memory_size}")
         slot_mask = story.ne(0).any(-1)  # (B, S) True for a real sentence
-        time = self.time_index(slot_mask) if self.temporal else None
+        drawn = {k: batch[k] for k in ("rn_blank", "rn_keys") if k in batch} or self.draws(batch)  # replicas draw first
+        time = self.time_index(slot_mask, drawn) if self.temporal else None
         u = self.encode(self.B, query).unsqueeze(1)  # (B, 1, d)
         # a tied embedding (C^k = A^{k+1} adjacent; one A and one C layer-wise) encodes the story once
         encoded = {id(e): self.encode(e, story) for e in {id(e): e for e in (*self.A, *self.C)}.values()}

@@ -96,6 +96,7 @@ class NTM(nn.Module):
     """
 
     families: ClassVar[tuple[str, ...]] = ("sequence",)
+    replicas_batched: ClassVar[bool] = True  # replicas=R trains in one vmap
     carries_state: ClassVar[bool] = True  # run_chunk / initial_state: truncated BPTT can cut its sequences
 
     def __init__(

@@ -35,6 +35,7 @@ from attnmem.runtime import (
     legacy,
     manifest,
     option_types,
+    replicas,
     resume,
     run_dir_guard,
     run_lock,
@@ -67,6 +68,7 @@ def setup(
     _set_threads(cfg.threads)
     L.seed_everything(cfg.seed, workers=True)
     check_compatible(cfg)
+    count = replicas.check(cfg)
     task_cls = get_class(get_class(cfg.data._target_).family_module)
     with open_dict(cfg):
         cfg.monitor = cfg.monitor or task_cls.monitor
@@ -75,20 +77,20 @@ def setup(
     datamodule = instantiate(cfg.data)
     datamodule.prepare_data()
     datamodule.setup("fit")
-    net = build_model(cfg.model, cfg.attention, datamodule.dims)
     if (lr := cfg.optimizer.get("lr")) is not None and lr < 0:  # torch's own message does not name the option
         raise ValueError(f"optimizer.lr must be >= 0, got {lr}: pass a learning rate such as optimizer.lr=0.001")
     option_types.check(cfg.task, task_cls)
-    module = task_cls(
-        net,
-        optimizer=instantiate(cfg.optimizer),
-        scheduler=instantiate(cfg.scheduler) if cfg.scheduler else None,
-        dims=datamodule.dims,
-        **cfg.task,
-    )
+
+    def family_module() -> L.LightningModule:
+        net = build_model(cfg.model, cfg.attention, datamodule.dims)
+        scheduler = instantiate(cfg.scheduler) if cfg.scheduler else None
+        optimizer = instantiate(cfg.optimizer)
+        return task_cls(net, optimizer=optimizer, scheduler=scheduler, dims=datamodule.dims, **cfg.task)
+
+    datamodule, module = replicas.build(cfg, count, datamodule, family_module)
     wandb_run.choose_mode(cfg)
     loggers = [instantiate(c, **resume.logger_options(c, resume_step)) for c in (cfg.get("logger") or {}).values() if c]
-    callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c]
+    callbacks = replicas.callbacks(count, [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c])
     if not cfg.trainer.get("enable_progress_bar", True):
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
     callbacks.insert(0, MonitorCheck(cfg.monitor, get_class(cfg.data._target_).family, task_cls.monitor))
@@ -129,9 +131,10 @@ def _train_and_test(
         start = time.perf_counter()
         _fit(trainer, module, datamodule, ckpt_path, out_dir)
         train_seconds = time.perf_counter() - start
-        best = _best_checkpoint(trainer)
+        best = _best_checkpoint(trainer, last=hasattr(module, "members"))
         metrics = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("train/")}
         metrics |= _evaluate_best(trainer, module, datamodule, ckpt_path=best)
+        metrics |= module.report() if hasattr(module, "report") else {}
         metrics |= {
             "epoch": trainer.current_epoch,
             "global_step": trainer.global_step,
@@ -253,10 +256,12 @@ def _chosen_on_command_line(group: str) -> str | None:
     return None
 
 
-def _best_checkpoint(trainer: L.Trainer) -> str | None:
-    # the checkpoint the run reports: the best by the monitor (none under fast_dev_run: the current weights)
+def _best_checkpoint(trainer: L.Trainer, *, last: bool) -> str | None:
+    # the checkpoint the run reports: the best by the monitor (none under fast_dev_run: the current weights);
+    # replicas: the last, which holds each replica's own best state
     ckpt_cb = next((c for c in trainer.callbacks if isinstance(c, ModelCheckpoint)), None)
-    return ckpt_cb.best_model_path if ckpt_cb and ckpt_cb.best_model_path else None
+    path = (ckpt_cb.last_model_path if last else ckpt_cb.best_model_path) if ckpt_cb else None
+    return path or None
 
 
 def _evaluate_best(

@@ -1,0 +1,140 @@
+"""`replicas=R` in a run: the checks, R family modules built from their own seeds, and the data they read."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import lightning as L
+import torch
+from hydra.utils import get_class
+from lightning.pytorch.callbacks import EarlyStopping
+from omegaconf import DictConfig
+
+from attnmem.core.errors import UserError
+from attnmem.runtime import console
+from attnmem.tasks.replica_streams import ReplicaLoader, SharedLoader, Streams
+from attnmem.tasks.replicas import Replicas
+
+BYTES_PER_PARAMETER = 4 * 6  # float32: weights, gradient, two Adam moments, the best state, a batched copy
+
+
+class ReplicaData(L.LightningDataModule):
+    """A datamodule as R replicas read it: R shuffles of its training data, its evaluation data shared."""
+
+    def __init__(self, inner: L.LightningDataModule, streams: Streams) -> None:
+        super().__init__()
+        self.inner, self.streams = inner, streams
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("inner", "streams"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def train_dataloader(self) -> ReplicaLoader:
+        return ReplicaLoader(self.inner.train_dataloader, self.streams)
+
+    def val_dataloader(self) -> Any:
+        return _shared(self.inner.val_dataloader(), self.streams)
+
+    def test_dataloader(self) -> Any:
+        return _shared(self.inner.test_dataloader(), self.streams)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.inner.state_dict()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.inner.load_state_dict(state_dict)
+
+
+def _shared(loaders: Any, streams: Streams) -> Any:
+    if isinstance(loaders, (list, tuple)):
+        return [SharedLoader(loader, streams) for loader in loaders]
+    return SharedLoader(loaders, streams)
+
+
+def check(cfg: DictConfig) -> int:
+    """The number of replicas, or one line saying why `replicas` cannot be used with this config."""
+    count = cfg.get("replicas", 1)
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise UserError(f"replicas={count}: expected an integer >= 1 (the number of seeds trained in this process)")
+    if count == 1:
+        return 1
+    refusals = {
+        "data.curriculum": cfg.data.get("curriculum") is not None,
+        "task.tbptt_steps": (cfg.task or {}).get("tbptt_steps") is not None,
+        "scheduler=ReduceLROnPlateau": "ReduceLROnPlateau" in str((cfg.scheduler or {}).get("_target_", "")),
+        "trainer.devices > 1 or trainer.num_nodes > 1": _distributed(cfg.trainer),
+    }
+    for option, refused in refusals.items():
+        if refused:
+            raise UserError(f"replicas={count} cannot be combined with {option} (it follows one run's metric or "
+                            "splits one run's batches): drop it, or run the seeds as separate jobs (replicas=1)")
+    return count
+
+
+def _distributed(trainer: DictConfig) -> bool:
+    devices, nodes = trainer.get("devices", 1), trainer.get("num_nodes", 1)
+    return (isinstance(devices, int) and devices > 1) or (isinstance(nodes, int) and nodes > 1) or devices == -1
+
+
+def parse_select(cfg: DictConfig, monitor: str, mode: str) -> tuple[str, str]:
+    """`replica_select=<key>:<min|max>` as (key, mode); the run's monitor when not given."""
+    given = cfg.get("replica_select")
+    if given is None:
+        return monitor, mode
+    key, _, how = str(given).rpartition(":")
+    if how not in ("min", "max") or not key.startswith(("train/", "val/")):
+        raise UserError(f"replica_select={given}: expected <metric>:<min|max> of a train/ or val/ metric, "
+                        "e.g. replica_select=train/error:min or replica_select=val/acc:max")
+    return key, how
+
+
+def build(cfg: DictConfig, count: int, datamodule: L.LightningDataModule,
+          family_module: Callable[[], L.LightningModule]) -> tuple[Any, L.LightningModule]:
+    """The datamodule and family module of the run: as they are for one replica; for R, `ReplicaData` and
+    `Replicas`, replica r built under seed `seed + r`, applying the early-stopping callback's patience to each."""
+    if count == 1:
+        return datamodule, family_module()
+    streams = Streams([cfg.seed + r for r in range(count)])
+    members = []
+    for r in range(count):
+        with streams.use(r, torch_only=False):
+            members.append(family_module())
+    net = members[0].net
+    if not any(p.requires_grad for p in net.parameters()):
+        raise UserError(f"replicas={count}: {type(net).__name__} has no trainable parameters, so its replicas "
+                        "would be identical: use replicas=1")
+    _check_memory(net, count)
+    stopping = next((c for c in (cfg.get("callbacks") or {}).values()
+                     if c and issubclass(get_class(c._target_), EarlyStopping)), None)
+    module = Replicas(members, streams=streams, monitor=cfg.monitor, mode=cfg.mode,
+                      select=parse_select(cfg, cfg.monitor, cfg.mode),
+                      patience=stopping.get("patience", 3) if stopping else None,
+                      min_delta=float(stopping.get("min_delta", 0.0)) if stopping else 0.0)
+    path = "one batched vmap" if module.batched else "a loop over the replicas (its model has no batched path)"
+    console.note(f"replicas={count}: seeds {cfg.seed}..{cfg.seed + count - 1}, trained in {path}")
+    return ReplicaData(datamodule, streams), module
+
+
+def callbacks(count: int, built: list[Any]) -> list[Any]:
+    """The run's callbacks; for replicas, less early stopping (each replica stops on its own patience)."""
+    return built if count == 1 else [c for c in built if not isinstance(c, EarlyStopping)]
+
+
+def _check_memory(net: torch.nn.Module, count: int) -> None:
+    # the replicas' parameters and their optimizer state must fit, with room for the activations
+    per_replica = BYTES_PER_PARAMETER * sum(p.numel() for p in net.parameters())
+    available = _available_bytes(next(net.parameters()).device)
+    fits = int(available // 2 // max(per_replica, 1))
+    if count > fits:
+        raise UserError(f"replicas={count} needs about {count * per_replica / 2**30:.1f} GiB for the parameters and "
+                        f"their optimizer state, more than half the {available / 2**30:.1f} GiB free: "
+                        f"use replicas={max(fits, 1)} or fewer")
+
+
+def _available_bytes(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")

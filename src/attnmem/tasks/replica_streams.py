@@ -1,0 +1,112 @@
+"""Each replica's own random streams, and the loaders that draw from them: replica r sees what `seed=seed+r` would.
+
+A single run draws from the global random states: the model's initialisation, each epoch's shuffle (the
+DataLoader's iterator takes its seed from torch's global state), dropout and noise at each step. `Streams`
+keeps one set of global states per replica and swaps it in around everything replica r does, so replica r
+consumes its stream in the order its single run does. Around a step or a batch only torch's state (CPU and
+CUDA) is swapped, as a step here draws nothing from numpy or Python's `random` and their states are slow to
+swap; around the creation of an iterator, all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.fabric.utilities.seed import _collect_rng_states, _set_rng_states
+
+
+class Streams:
+    """One set of global random states per seed in `seeds`; `use(r)` makes replica r's the global one."""
+
+    def __init__(self, seeds: Sequence[int]) -> None:
+        outer = _collect_rng_states()
+        self.states: list[dict[str, Any]] = []
+        for seed in seeds:
+            L.seed_everything(seed, workers=True, verbose=False)
+            self.states.append(_collect_rng_states())
+        _set_rng_states(outer)
+
+    def __len__(self) -> int:
+        return len(self.states)
+
+    @contextmanager
+    def use(self, r: int, *, torch_only: bool = True) -> Iterator[None]:
+        """Replica r's states as the global ones inside the block; all of them with `torch_only=False`."""
+        swap_in, swap_out = (_torch_states, _set_torch_states) if torch_only else (_collect_rng_states, _set_rng_states)
+        outer = swap_in()
+        swap_out(self.states[r])
+        try:
+            yield
+        finally:
+            self.states[r] |= swap_in()
+            swap_out(outer)
+
+    def state_dict(self) -> list[dict[str, Any]]:
+        """The streams' states, for a checkpoint."""
+        return [dict(s) for s in self.states]
+
+    def load_state_dict(self, states: list[dict[str, Any]]) -> None:
+        """Continue the streams a checkpoint saved."""
+        self.states = [dict(s) for s in states]
+
+
+def _torch_states() -> dict[str, Any]:
+    states = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states["torch.cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def _set_torch_states(states: dict[str, Any]) -> None:
+    torch.set_rng_state(states["torch"])
+    if "torch.cuda" in states and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.set_rng_state_all(states["torch.cuda"])
+
+
+class ReplicaLoader:
+    """The training loader of R replicas: each step a list of R batches, replica r's shuffled from its stream."""
+
+    def __init__(self, make: Callable[[], Iterable[Any]], streams: Streams) -> None:
+        self.streams = streams
+        self.loaders = [make() for _ in range(len(streams))]
+
+    def __len__(self) -> int:
+        return len(self.loaders[0])  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[list[Any]]:
+        iterators = []
+        for r, loader in enumerate(self.loaders):
+            with self.streams.use(r, torch_only=False):
+                iterators.append(iter(loader))
+        while True:
+            batches = []
+            for r, iterator in enumerate(iterators):
+                with self.streams.use(r):
+                    batch = next(iterator, None)
+                if batch is None:
+                    return
+                batches.append(batch)
+            yield batches
+
+
+class SharedLoader:
+    """An evaluation loader every replica reads as it is; each replica's stream pays what its iterator draws."""
+
+    def __init__(self, loader: Iterable[Any], streams: Streams) -> None:
+        self.loader, self.streams = loader, streams
+
+    def __len__(self) -> int:
+        return len(self.loader)  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[Any]:
+        # a generator, so Lightning's check that the loader is iterable draws nothing; a DataLoader's iterator
+        # draws its base seed from the global state, which each replica's stream pays as its single run does
+        iterators = []
+        for r in range(len(self.streams)):
+            with self.streams.use(r, torch_only=False):
+                iterators.append(iter(self.loader))
+        yield from iterators[0]

@@ -1,0 +1,251 @@
+"""`replicas=R`: R independent replicas of one family module trained in one process, each as its own single run.
+
+Replica r is the family module a single run with `seed=seed+r` builds; it draws from its own random streams
+(`replica_streams`), is clipped by its own gradient norm, keeps its own best state by the monitor, stops early
+on its own patience and, when its loss turns non-finite, stops there with its best state (a single run's
+`FiniteLoss` would stop the run). One optimizer over all replicas' parameters is R separate ones for
+elementwise optimizers (Adam, SGD). Their losses are summed, so each replica's gradient is its own.
+A model class with `replicas_batched = True` trains all replicas in one `vmap` (`replica_batch`); the rest
+loop over them.
+
+Logged: every replica's metrics as `replicas/<r>/<key>`; while training the plain keys hold the replicas'
+mean (what the progress bar, the checkpoint and the learning curves follow); in the final validation and test,
+the selected replica's (`select`: a `train/` or `val/` key and `min|max`), with `replicas/mean/<key>` and
+`replicas/std/<key>` beside them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from torch import Tensor, nn
+
+from attnmem.tasks import hooks, optim
+from attnmem.tasks.replica_batch import batched_forward, pad_gradients, serving, skeleton, stackable, with_draws
+from attnmem.tasks.replica_streams import Streams
+
+
+class Replicas(L.LightningModule):
+    """Trains `members` (one family module per replica) side by side; see the module docstring."""
+
+    def __init__(self, members: Sequence[L.LightningModule], *, streams: Streams, monitor: str, mode: str,
+                 select: tuple[str, str], patience: int | None = None, min_delta: float = 0.0) -> None:
+        super().__init__()
+        self.members = nn.ModuleList(members)
+        self.streams, self.monitor, self.mode, self.select = streams, monitor, mode, select
+        self.patience, self.min_delta = patience, abs(min_delta)
+        self.batched = bool(getattr(members[0].net, "replicas_batched", False))
+        self.skeleton = [skeleton(members[0].net)] if self.batched else []  # a list: not a submodule
+        r = len(members)
+        self.best_score: list[float | None] = [None] * r
+        self.best_state: list[dict[str, Tensor] | None] = [None] * r
+        self.best_val: list[dict[str, float]] = [{} for _ in range(r)]
+        self.last_train: list[dict[str, float]] = [{} for _ in range(r)]
+        self.wait, self.stopped = [0] * r, [""] * r  # "" running, else why it stopped
+        self.selected = 0
+        self.step_losses: dict[int, Tensor] = {}  # each running replica's loss at the last training step
+
+    @property
+    def net(self) -> nn.Module:
+        """The selected replica's model."""
+        return self.members[self.selected].net
+
+    def active(self) -> list[int]:
+        """The replicas still training."""
+        return [r for r, why in enumerate(self.stopped) if not why]
+
+    def training_step(self, batches: list[dict[str, Tensor]], batch_idx: int) -> Tensor | None:
+        """The sum of the running replicas' losses, each on its own batch."""
+        running = self.active()
+        outs = None
+        if self.batched and len(running) > 1 and stackable([batches[r] for r in running]):
+            drawn = []
+            for r in running:
+                with self.streams.use(r):
+                    drawn.append(with_draws(self.members[r].net, batches[r]))
+            nets = [self.members[r].net for r in running]
+            outs = dict(zip(running, batched_forward(self.skeleton[0], nets, drawn)))
+        total, self.step_losses = None, {}
+        for r in running:
+            with self.streams.use(r):
+                if outs is None:
+                    loss = self.members[r].shared_step(batches[r], "train")
+                else:
+                    with serving(self.members[r], outs[r]):
+                        loss = self.members[r].shared_step(batches[r], "train")
+            self.step_losses[r] = loss.detach()
+            if not torch.isfinite(loss):
+                self.stopped[r] = f"non-finite loss at step {self.global_step}"
+                continue
+            total = loss if total is None else total + loss
+        if not self.active():
+            self.trainer.should_stop = True
+        return total
+
+    def _eval_step(self, split: str, batch: dict[str, Tensor], dataloader_idx: int) -> None:
+        fitting = self.trainer.state.fn == "fit"
+        for r, member in enumerate(self.members):
+            if fitting and self.stopped[r]:
+                continue
+            with self.streams.use(r):
+                member.shared_step(batch, split, dataloader_idx)
+
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
+        """Every replica (every running one while fitting) on the same batch."""
+        self._eval_step("val", batch, dataloader_idx)
+
+    def test_step(self, batch: dict[str, Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
+        """Every replica on the same batch."""
+        self._eval_step("test", batch, dataloader_idx)
+
+    def on_train_epoch_end(self) -> None:
+        for r in self.active():
+            self.last_train[r] = _floats(self.members[r].epoch_metrics("train"))
+        self._log_replicas(self.last_train, mean=True)
+
+    def on_validation_epoch_end(self) -> None:
+        if self.trainer.state.fn != "fit":
+            self._log_final("val", [_floats(m.epoch_metrics("val")) for m in self.members])
+            return
+        latest = [dict(v) for v in self.best_val]
+        for r in self.active():
+            latest[r] = _floats(self.members[r].epoch_metrics("val"))
+            if not self.trainer.sanity_checking:
+                self._keep_best(r, latest[r])
+        self._log_replicas(latest, mean=True)
+        if not self.active():
+            self.trainer.should_stop = True
+
+    def on_test_epoch_end(self) -> None:
+        self._log_final("test", [_floats(m.epoch_metrics("test")) for m in self.members])
+
+    def _keep_best(self, r: int, logged: dict[str, float]) -> None:
+        # a replica's best state by the monitor, and its own early stopping (the EarlyStopping callback's rule)
+        score, best = logged.get(self.monitor), self.best_score[r]
+        if score is None or math.isnan(score):
+            return
+        better = best is None or (score < best if self.mode == "min" else score > best)
+        if better:
+            self.best_score[r], self.best_val[r] = score, logged
+            self.best_state[r] = {k: v.detach().clone() for k, v in self.members[r].net.state_dict().items()}
+        delta = self.min_delta
+        improved = best is None or (score < best - delta if self.mode == "min" else score > best + delta)
+        self.wait[r] = 0 if improved else self.wait[r] + 1
+        if self.patience is not None and self.wait[r] >= self.patience:
+            self.stopped[r] = f"early stopping at epoch {self.current_epoch}"
+
+    def _log_replicas(self, values: list[dict[str, float]], *, mean: bool) -> None:
+        logged = {f"replicas/{r}/{k}": v for r, d in enumerate(values) for k, v in d.items()}
+        if mean:
+            keys = set().union(*values)
+            logged |= {k: sum(d[k] for d in values if k in d) / sum(k in d for d in values) for k in keys}
+        self.log_dict(logged, prog_bar=False, add_dataloader_idx=False)
+
+    def _log_final(self, split: str, values: list[dict[str, float]]) -> None:
+        if split == "val":
+            self.selected = self.choose(values)
+        logged = dict(values[self.selected]) | summary(values)
+        logged |= {f"replicas/{r}/{k}": v for r, d in enumerate(values) for k, v in d.items()}
+        self.log_dict(logged, add_dataloader_idx=False)
+
+    def choose(self, val: list[dict[str, float]]) -> int:
+        """The replica the selection rule picks: by its last training epoch's or its evaluated validation metric."""
+        key, mode = self.select
+        values = self.last_train if key.startswith("train/") else val
+        scores = [d.get(key, math.nan) for d in values]
+        ranked = [s if not math.isnan(s) else (math.inf if mode == "min" else -math.inf) for s in scores]
+        return ranked.index(min(ranked) if mode == "min" else max(ranked))
+
+    def use_best(self) -> None:
+        """Give every replica that recorded one its best state by the monitor."""
+        for member, state in zip(self.members, self.best_state):
+            if state is not None:
+                member.net.load_state_dict(state)
+
+    def on_validation_start(self) -> None:
+        if self.trainer.state.fn != "fit":
+            self.use_best()
+        if self.trainer.sanity_checking:  # Lightning isolates the global random states from the sanity check
+            self.before_sanity = self.streams.state_dict()
+
+    def on_validation_end(self) -> None:
+        if self.trainer.sanity_checking:
+            self.streams.load_state_dict(self.before_sanity)
+
+    def on_test_start(self) -> None:
+        self.use_best()
+
+    def report(self) -> dict[str, Any]:
+        """The run's replica figures beyond the evaluation's: each replica's last training metrics, the selected
+        one's as the plain keys, their mean and std, how each ended, and which was selected."""
+        train = self.last_train
+        stopped = {f"replicas/{r}/stopped": why for r, why in enumerate(self.stopped) if why}
+        return (dict(train[self.selected]) | summary(train) | stopped | {"replicas": len(self.members)}
+                | {f"replicas/{r}/{k}": v for r, d in enumerate(train) for k, v in d.items()}
+                | {"replica_selected": self.selected})
+
+    def on_after_backward(self) -> None:
+        if self.batched:  # torch's vmap rule for embeddings ignores padding_idx in every replica but the first
+            for member in self.members:
+                pad_gradients(member.net)
+
+    def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
+                                    gradient_clip_algorithm: str | None = None) -> None:
+        """Clip each replica's gradients by its own norm (or values), as its single run would."""
+        if not gradient_clip_val:
+            return
+        for member in self.members:
+            params = [p for p in member.parameters() if p.grad is not None]
+            if gradient_clip_algorithm == "value":
+                nn.utils.clip_grad_value_(params, gradient_clip_val)
+            else:
+                nn.utils.clip_grad_norm_(params, gradient_clip_val)
+
+    def configure_optimizers(self) -> Any:
+        """One optimizer over every replica's parameters (elementwise: R separate ones), and its scheduler."""
+        first = self.members[0]
+        return optim.configure(self.parameters(), first.optimizer_factory, first.scheduler_factory)
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        hooks.on_save_checkpoint(self.members[0], checkpoint)
+        data = self.trainer.datamodule
+        if hasattr(data, "inner"):  # evaluating and loading the run look the vocabulary up by the datamodule's name
+            checkpoint[type(data.inner).__qualname__] = data.inner.state_dict()
+        checkpoint["replicas"] = {
+            "best_score": self.best_score, "best_state": self.best_state, "best_val": self.best_val,
+            "last_train": self.last_train, "wait": self.wait, "stopped": self.stopped,
+            "streams": self.streams.state_dict(),
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        saved = checkpoint["replicas"]
+        self.best_score, self.best_state, self.best_val = saved["best_score"], saved["best_state"], saved["best_val"]
+        self.last_train, self.wait, self.stopped = saved["last_train"], saved["wait"], saved["stopped"]
+        self.streams.load_state_dict(saved["streams"])
+
+    def plot_examples(self, datamodule: L.LightningDataModule, out_dir: Path, num_examples: int) -> list[Path]:
+        """The selected replica's figures (by the selection rule on each replica's best validation)."""
+        self.use_best()
+        self.selected = self.choose(self.best_val)
+        member = self.members[self.selected]
+        return member.plot_examples(getattr(datamodule, "inner", datamodule), out_dir, num_examples)
+
+
+def summary(values: list[dict[str, float]]) -> dict[str, float]:
+    """`replicas/mean/<key>` and `replicas/std/<key>` (sample std; 0 for one value) of the keys all replicas have."""
+    keys = set.intersection(*(set(d) for d in values)) if values else set()
+    out = {}
+    for key in sorted(keys):
+        column = torch.tensor([d[key] for d in values], dtype=torch.float64)
+        out[f"replicas/mean/{key}"] = float(column.mean())
+        out[f"replicas/std/{key}"] = float(column.std()) if len(column) > 1 else 0.0
+    return out
+
+
+def _floats(logged: dict[str, Tensor]) -> dict[str, float]:
+    return {k: float(v) for k, v in logged.items()}
