@@ -185,3 +185,21 @@ def test_a_bad_protocol_stops_the_sweep_before_any_job_in_one_line(tmp_path, mon
     err = capsys.readouterr().err.strip()
     assert info.value.code == 1 and err.count("\n") == 0
     assert err.startswith(f"error: {protocol.sidecar(sweep_file)}: unknown key 'select_by'")
+
+
+def test_a_replicas_job_counts_as_its_seeds_and_shows_the_chosen_one(tmp_path):
+    sweep_file = sweep_files(tmp_path, rows={"metric": "val/task{row}/error", "values": [1, 2]})
+    per_seed = [
+        {"train/error": 0.2, "train/loss": 1.0, "val/error": 0.1, "val/task1/error": 0.0, "val/task2/error": 0.2},
+        {"train/error": 0.1, "train/loss": 2.0, "val/error": 0.3, "val/task1/error": 0.1, "val/task2/error": 0.5},
+    ]
+    metrics = {"replicas": 2, "replica_selected": 1, "epoch": 3} | per_seed[1]
+    metrics |= {f"replicas/{r}/{k}": v for r, m in enumerate(per_seed) for k, v in m.items()}
+    jobs = [["data.tasks=[1,2]", "seed=0", "replicas=2", "replica_select=train/error:min"]]
+    table = scoreboard.build(sweep_dir(tmp_path, sweep_file, jobs, {0: metrics}))
+    # what two jobs of one seed each give (the test above)
+    assert [(r.label, r.ours, r.chosen, r.seeds, r.planned) for r in table.rows] == [
+        ("1", 0.1, "seed=1", 2, 2),
+        ("2", 0.5, "seed=1", 2, 2),
+    ]
+    assert table.rows[1].mean == pytest.approx(0.35) and table.finished == 2

@@ -415,3 +415,28 @@ def test_an_override_that_needs_a_group_the_sweep_chooses_is_applied_to_every_jo
     out = sweep.run(_write(tmp_path, parameters=params), extra=[f"data.source.data_dir={folder}",
                                                                  "data.source.cache=false"])
     assert (out / "0" / "metrics.json").is_file() and out.parent.name == "tiny"
+
+
+def test_replicas_fold_a_sweeps_seeds_into_jobs_and_its_report_unfolds_them(tmp_path, capsys):
+    from attnmem.tools.sweep_replicas import fold
+
+    jobs = [["a=1", "seed=0"], ["a=1", "seed=1"], ["a=1", "seed=2"], ["a=1", "seed=5"], ["a=2", "seed=0"]]
+    assert fold(jobs, 2, "train/error:min") == [
+        ["a=1", "seed=0", "replicas=2", "replica_select=train/error:min"],
+        ["a=1", "seed=2", "replicas=1"],  # consecutive seeds only, at most R of them
+        ["a=1", "seed=5", "replicas=1"],
+        ["a=2", "seed=0", "replicas=1"],
+    ]
+    sweep.main([str(ROOT / "sweeps" / "paper" / "memn2n_babi1k.yaml"), "--dry-run", "--replicas", "10"])
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-1] == "20 jobs"  # 20 tasks x 10 seeds as 20 jobs of 10 replicas, picked by training error
+    assert printed[0].endswith("seed=0 replicas=10 replica_select=train/error:min")
+    params = {"model.hops": {"value": 1}, "seed": {"values": [0, 1]}, **TINY}
+    out = sweep.run(_write(tmp_path, parameters=params), replicas=2)
+    metrics = json.loads((out / "0" / "metrics.json").read_text())
+    assert not (out / "1").exists() and metrics["replicas"] == 2
+    rows = list(csv.DictReader(open(out / "summary.csv")))
+    assert [(r["job"], r["seed"], float(r["val/acc"])) for r in rows] == [
+        ("0", str(r), pytest.approx(metrics[f"replicas/{r}/val/acc"])) for r in range(2)
+    ]
+    assert "\n| 2 | " in (out / "summary.md").read_text()  # n: two seeds in the setting's mean

@@ -28,6 +28,7 @@ class DNC(nn.Module):
     """
 
     families: ClassVar[tuple[str, ...]] = ("sequence",)
+    replicas_batched: ClassVar[bool] = True  # replicas=R trains in one vmap (the link step has its vmap rule)
 
     def __init__(self, *, input_size: int, output_size: int, score: Callable[..., nn.Module],
                  controller_size: int = 100, memory_locations: int = 128, memory_width: int = 20,

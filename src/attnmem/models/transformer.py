@@ -122,6 +122,7 @@ class Transformer(nn.Module):
         norm_first: bool = True,
     ) -> None:
         super().__init__()
+        self.replicas_batched = dropout == 0  # replicas=R in one vmap; dropout's masks would come from one stream
         check_options(
             "Transformer",
             d_model=d_model,

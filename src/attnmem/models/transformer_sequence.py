@@ -42,6 +42,7 @@ class TransformerSequence(nn.Module):
         norm_first: bool = True,
     ) -> None:
         super().__init__()
+        self.replicas_batched = dropout == 0  # replicas=R in one vmap; dropout's masks would come from one stream
         check_sizes("TransformerSequence", {"input_size": input_size, "output_size": output_size})
         self.read_heads = heads  # the sequence plots label every head a read head
         self.embed = nn.Linear(input_size, d_model)

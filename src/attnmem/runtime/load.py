@@ -26,8 +26,9 @@ class LoadedRun(NamedTuple):
     cfg: DictConfig  # the run's composed config (.hydra/config.yaml)
 
 
-def load_run(run_dir: str | Path) -> LoadedRun:
-    """Rebuild a finished run's model (best checkpoint), datamodule and config from its run directory."""
+def load_run(run_dir: str | Path, replica: int | None = None) -> LoadedRun:
+    """Rebuild a finished run's model (best checkpoint), datamodule and config from its run directory; of a
+    `replicas=R` run, replica `replica` (default: the one its metrics.json reports, `replica_selected`)."""
     run_dir = Path(run_dir)
     config = run_dir / ".hydra" / "config.yaml"
     if not config.is_file() or not (run_dir / "metrics.json").is_file():
@@ -44,9 +45,25 @@ def load_run(run_dir: str | Path) -> LoadedRun:
     datamodule.prepare_data()
     datamodule.setup("fit")
     model = run.build_model(cfg.model, cfg.attention, datamodule.dims)
-    # the family module holds the model as `net`; its own buffers are metric sums, not needed here
-    model.load_state_dict({k.removeprefix("net."): v for k, v in state["state_dict"].items() if k.startswith("net.")})
+    model.load_state_dict(_weights(state, run_dir, cfg.get("replicas", 1), replica))
     return LoadedRun(model.eval(), datamodule, cfg)
+
+
+def _weights(state: dict[str, Any], run_dir: Path, count: int, replica: int | None) -> dict[str, Tensor]:
+    # the family module holds the model as `net` (its own buffers are metric sums, not needed here); a
+    # replicas run holds replica r as `members.r.net`, and each replica's best state beside them
+    if count == 1 and replica in (None, 0):
+        return {k.removeprefix("net."): v for k, v in state["state_dict"].items() if k.startswith("net.")}
+    if replica is None:
+        replica = json.loads((run_dir / "metrics.json").read_text()).get("replica_selected", 0)
+    if not isinstance(replica, int) or not 0 <= replica < count:
+        raise UserError(f"load_run({run_dir}, replica={replica}): the run has {count} replica(s): pass replica=0.."
+                        f"{count - 1}, or leave it out for the one its metrics.json reports")
+    best = state["replicas"]["best_state"][replica]
+    if best is not None:
+        return best
+    prefix = f"members.{replica}.net."
+    return {k.removeprefix(prefix): v for k, v in state["state_dict"].items() if k.startswith(prefix)}
 
 
 def best_checkpoint(run_dir: Path) -> Path:

@@ -9,7 +9,7 @@ from typing import Any
 import lightning as L
 import torch
 from hydra.utils import get_class
-from lightning.pytorch.callbacks import EarlyStopping
+from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from omegaconf import DictConfig
 
 from attnmem.core.errors import UserError
@@ -107,14 +107,18 @@ def build(cfg: DictConfig, count: int, datamodule: L.LightningDataModule,
         raise UserError(f"replicas={count}: {type(net).__name__} has no trainable parameters, so its replicas "
                         "would be identical: use replicas=1")
     _check_memory(net, count)
-    stopping = next((c for c in (cfg.get("callbacks") or {}).values()
-                     if c and issubclass(get_class(c._target_), EarlyStopping)), None)
-    module = Replicas(members, streams=streams, monitor=cfg.monitor, mode=cfg.mode,
-                      select=parse_select(cfg, cfg.monitor, cfg.mode),
+    stopping, checkpointing = (next((c for c in (cfg.get("callbacks") or {}).values()
+                                     if c and issubclass(get_class(c._target_), kind)), None)
+                               for kind in (EarlyStopping, ModelCheckpoint))
+    # a run's saved config leaves them null: the family's own
+    monitor, mode = cfg.get("monitor") or members[0].monitor, cfg.get("mode") or members[0].mode
+    module = Replicas(members, streams=streams, monitor=monitor, mode=mode, select=parse_select(cfg, monitor, mode),
+                      # a run reports the state its checkpoint callback picks by the monitor; with none, the last
+                      keep_best=bool(checkpointing and checkpointing.get("monitor")),
                       patience=stopping.get("patience", 3) if stopping else None,
                       min_delta=float(stopping.get("min_delta", 0.0)) if stopping else 0.0)
     path = "one batched vmap" if module.batched else "a loop over the replicas (its model has no batched path)"
-    console.note(f"replicas={count}: seeds {cfg.seed}..{cfg.seed + count - 1}, trained in {path}")
+    console.note(f"replicas={count} (seeds {cfg.seed}..{cfg.seed + count - 1}): {path}")
     return ReplicaData(datamodule, streams), module
 
 

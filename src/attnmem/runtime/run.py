@@ -191,9 +191,13 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
         datamodule.load_state_dict(state[type(datamodule).__qualname__])
     datamodule.prepare_data()
     datamodule.setup("test")
-    net = build_model(run_cfg.model, run_cfg.attention, datamodule.dims)
     task_cls = get_class(type(datamodule).family_module)
-    module = task_cls(net, optimizer=instantiate(run_cfg.optimizer), dims=datamodule.dims, **run_cfg.task)
+
+    def family_module() -> L.LightningModule:
+        net = build_model(run_cfg.model, run_cfg.attention, datamodule.dims)
+        return task_cls(net, optimizer=instantiate(run_cfg.optimizer), dims=datamodule.dims, **run_cfg.task)
+
+    datamodule, module = replicas.build(run_cfg, replicas.check(run_cfg), datamodule, family_module)
     checkpoint_fit.check_weights(state, module, ckpt, run_cfg_path)
     trainer = L.Trainer(**cfg.trainer, logger=False, enable_model_summary=False, enable_progress_bar=False,
                         enable_checkpointing=False, callbacks=[PredictionsWriter(cfg.paths.output_dir)])

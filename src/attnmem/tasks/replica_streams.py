@@ -16,6 +16,7 @@ from typing import Any
 
 import lightning as L
 import torch
+from lightning.fabric.utilities.data import _set_sampler_epoch
 from lightning.fabric.utilities.seed import _collect_rng_states, _set_rng_states
 
 
@@ -76,6 +77,16 @@ class ReplicaLoader:
 
     def __len__(self) -> int:
         return len(self.loaders[0])  # type: ignore[arg-type]
+
+    @property
+    def sampler(self) -> ReplicaLoader:
+        """Lightning gives each epoch's number to `loader.sampler.set_epoch`: here, to `set_epoch`."""
+        return self
+
+    def set_epoch(self, epoch: int) -> None:
+        """Pass the epoch to the replicas' loaders' samplers (the algorithmic tasks draw each epoch's batches by it)."""
+        for loader in self.loaders:
+            _set_sampler_epoch(loader, epoch)
 
     def __iter__(self) -> Iterator[list[Any]]:
         iterators = []

@@ -25,6 +25,7 @@ import lightning as L
 import torch
 from torch import Tensor, nn
 
+from attnmem.core.errors import UserError
 from attnmem.tasks import hooks, optim
 from attnmem.tasks.replica_batch import batched_forward, pad_gradients, serving, skeleton, stackable, with_draws
 from attnmem.tasks.replica_streams import Streams
@@ -34,11 +35,12 @@ class Replicas(L.LightningModule):
     """Trains `members` (one family module per replica) side by side; see the module docstring."""
 
     def __init__(self, members: Sequence[L.LightningModule], *, streams: Streams, monitor: str, mode: str,
-                 select: tuple[str, str], patience: int | None = None, min_delta: float = 0.0) -> None:
+                 select: tuple[str, str], keep_best: bool = True, patience: int | None = None,
+                 min_delta: float = 0.0) -> None:
         super().__init__()
         self.members = nn.ModuleList(members)
         self.streams, self.monitor, self.mode, self.select = streams, monitor, mode, select
-        self.patience, self.min_delta = patience, abs(min_delta)
+        self.patience, self.min_delta, self.keep_best = patience, abs(min_delta), keep_best
         self.batched = bool(getattr(members[0].net, "replicas_batched", False))
         self.skeleton = [skeleton(members[0].net)] if self.batched else []  # a list: not a submodule
         r = len(members)
@@ -106,6 +108,7 @@ class Replicas(L.LightningModule):
     def on_train_epoch_end(self) -> None:
         for r in self.active():
             self.last_train[r] = _floats(self.members[r].epoch_metrics("train"))
+        self._check_select("train/", self.last_train)
         self._log_replicas(self.last_train, mean=True)
 
     def on_validation_epoch_end(self) -> None:
@@ -117,12 +120,21 @@ class Replicas(L.LightningModule):
             latest[r] = _floats(self.members[r].epoch_metrics("val"))
             if not self.trainer.sanity_checking:
                 self._keep_best(r, latest[r])
+        self._check_select("val/", latest)
         self._log_replicas(latest, mean=True)
         if not self.active():
             self.trainer.should_stop = True
 
     def on_test_epoch_end(self) -> None:
         self._log_final("test", [_floats(m.epoch_metrics("test")) for m in self.members])
+
+    def _check_select(self, split: str, values: list[dict[str, float]]) -> None:
+        key = self.select[0]
+        logged = set().union(*values)
+        if key.startswith(split) and logged and key not in logged:
+            names = ", ".join(sorted(k for k in logged if "/" not in k.removeprefix(split)))
+            raise UserError(f"replica_select={key}:{self.select[1]}: the run logs no {key}; it logs {names}: "
+                            f"pass replica_select=<one of them>:<min|max>")
 
     def _keep_best(self, r: int, logged: dict[str, float]) -> None:
         # a replica's best state by the monitor, and its own early stopping (the EarlyStopping callback's rule)
@@ -132,6 +144,7 @@ class Replicas(L.LightningModule):
         better = best is None or (score < best if self.mode == "min" else score > best)
         if better:
             self.best_score[r], self.best_val[r] = score, logged
+        if better and self.keep_best:
             self.best_state[r] = {k: v.detach().clone() for k, v in self.members[r].net.state_dict().items()}
         delta = self.min_delta
         improved = best is None or (score < best - delta if self.mode == "min" else score > best + delta)

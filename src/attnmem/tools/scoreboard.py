@@ -25,6 +25,7 @@ from attnmem.core import atomic
 from attnmem.core.errors import UserError
 from attnmem.tools import protocol as protocols
 from attnmem.tools.protocol import Protocol
+from attnmem.tools.sweep_replicas import seeds_in
 from attnmem.tools.sweep_report import load_rows
 
 PROTOCOLS = Path("sweeps/paper")
@@ -101,6 +102,10 @@ def _differing(saved: dict[str, Any], job: dict[str, Any], row_parameter: str | 
     """The selected job's overrides that differ between the sweep's jobs (its seed, ...), the row's own left out."""
     overrides = saved["jobs"][int(job["job"])]
     common = set.intersection(*(set(j) for j in saved["jobs"]))
+    if "replica" in job:  # one replica of a replicas=R job: its own seed, as its own job would show
+        overrides = [f"seed={job['seed']}" if o.startswith("seed=") else o for o in overrides
+                     if not o.startswith(("replicas=", "replica_select="))]
+        common = {o for o in common if not o.startswith("seed=")}
     return " ".join(o for o in overrides if o not in common and not o.startswith(f"{row_parameter}="))
 
 
@@ -111,12 +116,12 @@ def _rows(proto: Protocol, saved: dict[str, Any], jobs: list[dict[str, Any]], sw
         planned: dict[str, int] = {}
         for overrides in saved["jobs"]:
             value = next((o.split("=", 1)[1] for o in overrides if o.startswith(f"{name}=")), "")
-            planned[_label(value)] = planned.get(_label(value), 0) + 1
+            planned[_label(value)] = planned.get(_label(value), 0) + seeds_in(overrides)
         groups = {label: [(j, j[proto.metric]) for j in jobs if _label(j[name]) == label] for label in planned}
         per_row_examples = 1
     else:
         labels = [str(v) for v in proto.rows["values"]]
-        planned = dict.fromkeys(labels, len(saved["jobs"]))
+        planned = dict.fromkeys(labels, sum(seeds_in(job) for job in saved["jobs"]))
         groups = {label: [(j, j[proto.rows["metric"].format(row=label)]) for j in jobs] for label in labels}
         per_row_examples = len(labels)  # one model's validation questions spread over the rows (tasks)
     rows = []

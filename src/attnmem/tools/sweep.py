@@ -1,6 +1,7 @@
 """Run a W&B sweep file (`sweeps/*.yaml`) locally as Hydra jobs, and summarise a finished sweep.
 
     python -m attnmem.tools.sweep sweeps/memn2n_hops.yaml [--dry-run] [--launcher joblib] [--resume DIR] [key=value ...]
+    python -m attnmem.tools.sweep sweeps/paper/memn2n_babi1k.yaml --replicas 10   # each task's 10 seeds in one job
     python -m attnmem.tools.sweep report DIR | export.csv --sweep sweeps/X.yaml
 
 `grid` runs the grid, `random` `run_cap` points drawn (seeded) here, `bayes` Hydra's Optuna sweeper with
@@ -30,7 +31,7 @@ from omegaconf import DictConfig, OmegaConf
 from attnmem.core import atomic
 from attnmem.core.errors import UserError
 from attnmem.runtime import cli
-from attnmem.tools import protocol, scoreboard, sweep_report
+from attnmem.tools import protocol, scoreboard, sweep_replicas, sweep_report
 from attnmem.tools.sweep_spec import (
     args_no_hyphens,
     first_point,
@@ -148,6 +149,7 @@ def run(
     dry_run: bool = False,
     seed: int = 0,
     extra: list[str] | None = None,
+    replicas: int = 1,
 ) -> Path | None:
     """Check the sweep file, run its jobs (the unfinished ones of `resume`), then write the report."""
     spec, extra = load_spec(path), list(extra or [])
@@ -159,6 +161,7 @@ def run(
             spec, jobs, extra, seed = _resumed(resume, path)
         else:
             jobs = plan(spec, seed, extra) if spec["method"] != "bayes" else []
+            jobs = sweep_replicas.fold(jobs, replicas, _replica_rule(path, spec))
         check_names(spec, path, extra)
         first = jobs[0] if jobs else args_no_hyphens(first_point(spec)) + extra
         check_jobs(jobs or [first], path)
@@ -185,6 +188,13 @@ def run(
     _add_seconds(out, seconds)
     report(out)
     return out
+
+
+def _replica_rule(path: Path, spec: dict[str, Any]) -> str | None:
+    # a protocol's selection rule (the lowest of its first key) picks each replicas=R job's reported replica
+    proto = protocol.load(path, spec["parameters"])
+    key = proto.select[0] if proto is not None and proto.select else None
+    return f"{key}:min" if key and key.startswith(("train/", "val/")) else None
 
 
 def report(source: Path, sweep_file: Path | None = None) -> None:
@@ -278,6 +288,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.add_argument("--n-jobs", type=int, default=2, help="parallel processes with --launcher joblib")
         parser.add_argument("--resume", type=Path, help="a sweep directory: run its unfinished jobs")
         parser.add_argument("--seed", type=int, default=0, help="seed of the random method's draws and of Optuna")
+        parser.add_argument("--replicas", type=int, default=1, help="train up to R consecutive seeds in one job")
         args = parser.parse_intermixed_args(argv)
         run(
             args.file,
@@ -287,6 +298,7 @@ def main(argv: list[str] | None = None) -> None:
             dry_run=args.dry_run,
             seed=args.seed,
             extra=args.overrides,
+            replicas=args.replicas,
         )
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)

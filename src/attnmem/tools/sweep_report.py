@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 from attnmem.core import atomic
 from attnmem.core.errors import UserError
 from attnmem.evaluation import plots
+from attnmem.tools import sweep_replicas
 from attnmem.tools.sweep_spec import load_spec
 
 RATES = ("acc", "error", "exact_match", "f1", "em")
@@ -43,9 +44,8 @@ def load_rows(source: Path, sweep_file: Path | None = None) -> tuple[dict[str, A
         job_dir = source / str(i)
         metrics = json.loads((job_dir / "metrics.json").read_text()) if (job_dir / "metrics.json").is_file() else {}
         state = "finished" if metrics else "failed" if job_dir.is_dir() else "not run"
-        rows.append(
-            {"job": str(i), "state": state, **{k: params.get(k, "") for k in meta["spec"]["parameters"]}, **metrics}
-        )
+        row = {"job": str(i), "state": state, **{k: params.get(k, "") for k in meta["spec"]["parameters"]}}
+        rows.extend(sweep_replicas.unfold(row, metrics))  # a replicas=R job: a row per replica
     return meta["spec"], rows
 
 

@@ -1,0 +1,221 @@
+"""`replicas=R`: replica r trains exactly as the single run with `seed=seed+r` would, in one process."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from conftest import CONF, FAST, compose_into, one_line
+from hydra import initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+
+import attnmem
+from attnmem.core.errors import UserError
+
+R = 3
+# 400 stories in batches of 16: 25 steps an epoch, 50 in all; clipping at 0.5 is active on every step
+MEMN2N = [*FAST, "model=memn2n", "data=babi_gen", "data.source.num_train=400", "data.source.num_val=100",
+          "data.source.num_test=50", "data.batch_size=16", "trainer.max_epochs=2",
+          "trainer.gradient_clip_val=0.5"]  # Lightning's default algorithm: the norm
+NTM = [*FAST, "model=ntm", "data=copy", "data.steps_per_epoch=25", "data.num_val=8", "data.num_test=4",
+       "data.test_lengths=[]", "data.batch_size=4", "data.task.max_length=5", "trainer.max_epochs=2",
+       "callbacks.plots=null"]
+
+
+class StepLosses(L.Callback):
+    """Each training step's loss of every replica (`{r: loss}`; a single run's as replica 0)."""
+
+    def __init__(self) -> None:
+        self.steps: list[dict[int, float]] = []
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx) -> None:
+        losses = getattr(pl_module, "step_losses", None)
+        self.steps.append({r: float(v) for r, v in losses.items()} if losses is not None else {0: float(outputs["loss"])})
+
+
+def train(out: Path, *overrides: str, patches: dict | None = None) -> tuple[list[dict[int, float]], dict]:
+    """Train into `out` with a `StepLosses` callback (and `patches`: `{(object, name): value}`)."""
+    from attnmem.runtime import run
+
+    recorder, setup = StepLosses(), run.setup
+
+    def recording_setup(cfg, resume_step=None):
+        datamodule, module, trainer = setup(cfg, resume_step)
+        trainer.callbacks.append(recorder)
+        return datamodule, module, trainer
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(run, "setup", recording_setup)
+        for (owner, name), value in (patches or {}).items():
+            mp.setattr(owner, name, value)
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            run.train(compose_into(out, *overrides))
+        GlobalHydra.instance().clear()
+    return recorder.steps, json.loads((out / "metrics.json").read_text())
+
+
+def worst_gap(replicas: list[dict[int, float]], single: list[dict[int, float]], r: int, steps: int = 50) -> float:
+    """The largest relative difference between replica r's step losses and the single run's."""
+    assert len(replicas) == len(single) == steps
+    return max(abs(a[r] - b[0]) / abs(b[0]) for a, b in zip(replicas, single))
+
+
+@pytest.fixture(scope="module")
+def memn2n(tmp_path_factory):
+    root = tmp_path_factory.mktemp("memn2n")
+    singles = [train(root / f"seed{r}", *MEMN2N, f"seed={r}") for r in range(R)]
+    return root, singles, train(root / "replicas", *MEMN2N, f"replicas={R}")
+
+
+def test_memn2n_replicas_reproduce_single_runs(memn2n):
+    _, singles, (steps, metrics) = memn2n
+    for r, (single_steps, single) in enumerate(singles):
+        assert worst_gap(steps, single_steps, r) < 1e-5  # the seed's initialisation, batch order, RN draws, clipping
+        assert metrics[f"replicas/{r}/val/acc"] == single["val/acc"]
+        assert metrics[f"replicas/{r}/val/loss"] == pytest.approx(single["val/loss"], rel=1e-5)
+        assert metrics[f"replicas/{r}/test/acc"] == single["test/acc"]
+    assert len({s["val/loss"] for _, s in singles}) == R  # three different runs
+
+
+def test_metrics_report_the_selected_replica_every_replica_and_their_spread(memn2n):
+    _, _, (_, metrics) = memn2n
+    accs = [metrics[f"replicas/{r}/val/acc"] for r in range(R)]
+    selected = accs.index(max(accs))  # the default rule: the family's monitor, val/acc max
+    assert metrics["replicas"] == R and metrics["replica_selected"] == selected
+    for key in ("val/acc", "test/acc", "train/error"):
+        values = [metrics[f"replicas/{r}/{key}"] for r in range(R)]
+        assert metrics[key] == values[selected]
+        mean = sum(values) / R
+        assert metrics[f"replicas/mean/{key}"] == pytest.approx(mean)
+        assert metrics[f"replicas/std/{key}"] == pytest.approx(math.sqrt(sum((v - mean) ** 2 for v in values) / (R - 1)))
+
+
+def test_load_run_picks_a_replica(memn2n):
+    root, _, _ = memn2n
+    selected = json.loads((root / "replicas" / "metrics.json").read_text())["replica_selected"]
+    for r, seed in ((1, 1), (None, selected)):
+        model = attnmem.load_run(root / "replicas", replica=r).model
+        expected = attnmem.load_run(root / f"seed{seed}").model
+        for (name, p), q in zip(model.state_dict().items(), expected.state_dict().values()):
+            torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5, msg=name)
+    with pytest.raises(UserError) as err:
+        attnmem.load_run(root / "replicas", replica=R)
+    one_line(str(err.value), f"replica={R}", f"replica=0..{R - 1}")
+
+
+def test_eval_py_evaluates_every_replica_of_a_run(memn2n, compose_cfg, tmp_path):
+    from attnmem.runtime import run
+
+    root, _, (_, trained) = memn2n
+    metrics = run.evaluate(compose_cfg(f"run_dir={root / 'replicas'}", config_name="eval", run_dir=tmp_path / "ev"))
+    for r in range(R):
+        assert metrics[f"replicas/{r}/test/acc"] == trained[f"replicas/{r}/test/acc"]
+    assert metrics["test/acc"] == trained["test/acc"]
+
+
+def _shared_initialisation(build):
+    def broken(cfg, count, datamodule, family_module):
+        datamodule, module = build(cfg, count, datamodule, family_module)
+        for member in module.members[1:]:
+            member.net.load_state_dict(module.members[0].net.state_dict())
+        return datamodule, module
+
+    return broken
+
+
+def _shared_batch_order(iterate):
+    def broken(self):
+        for batches in iterate(self):
+            yield [batches[0]] * len(batches)
+
+    return broken
+
+
+def _one_clipping_norm(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
+    torch.nn.utils.clip_grad_norm_([p for p in self.parameters() if p.grad is not None], gradient_clip_val)
+
+
+@pytest.mark.parametrize("broken", ["initialisation", "batch order", "clipping norm"])
+def test_the_equivalence_check_fails_for_replicas_that_share(broken, memn2n):
+    from attnmem.runtime import replicas
+    from attnmem.tasks.replica_streams import ReplicaLoader
+    from attnmem.tasks.replicas import Replicas
+
+    root, singles, _ = memn2n
+    patches = {
+        "initialisation": {(replicas, "build"): _shared_initialisation(replicas.build)},
+        "batch order": {(ReplicaLoader, "__iter__"): _shared_batch_order(ReplicaLoader.__iter__)},
+        "clipping norm": {(Replicas, "configure_gradient_clipping"): _one_clipping_norm},
+    }[broken]
+    steps, _ = train(root / broken.replace(" ", "_"), *MEMN2N, f"replicas={R}", patches=patches)
+    assert max(worst_gap(steps, singles[r][0], r) for r in range(R)) > 1e-3
+
+
+def test_ntm_replicas_reproduce_single_runs(tmp_path):
+    steps, metrics = train(tmp_path / "replicas", *NTM, "replicas=2")
+    for r in range(2):
+        single_steps, single = train(tmp_path / f"seed{r}", *NTM, f"seed={r}")
+        assert worst_gap(steps, single_steps, r) < 1e-5
+        assert metrics[f"replicas/{r}/val/bit_errors"] == pytest.approx(single["val/bit_errors"], rel=1e-6)
+
+
+@pytest.mark.parametrize(("model", "path"), [
+    (["model=dnc"], "one batched vmap"),  # its link step's own autograd Function, batched by its vmap rule
+    (["model=transformer_sequence"], "a loop"),  # dropout 0.1: each replica's masks from its own stream
+])
+def test_other_models_reproduce_single_runs(model, path, tmp_path, capsys):
+    tiny = [*NTM, "data.steps_per_epoch=10", *model]
+    steps, metrics = train(tmp_path / "replicas", *tiny, "replicas=2")
+    assert path in capsys.readouterr().out
+    for r in range(2):
+        single_steps, single = train(tmp_path / f"seed{r}", *tiny, f"seed={r}")
+        assert worst_gap(steps, single_steps, r, steps=20) < 1e-5
+        assert metrics[f"replicas/{r}/val/loss"] == pytest.approx(single["val/loss"], rel=1e-5)
+
+
+def test_each_replica_keeps_its_best_state_and_stops_on_its_own_patience(compose_cfg):
+    from attnmem.runtime import run
+
+    _, module, trainer = run.setup(compose_cfg(FAST[0], *MEMN2N[len(FAST):], "replicas=2", "callbacks.early_stopping.patience=2"))
+    assert not [c for c in trainer.callbacks if isinstance(c, L.pytorch.callbacks.EarlyStopping)]  # one per replica
+    weights = module.members[0].net.B.weight
+    for epoch, acc in enumerate([0.5, 0.6, 0.6, 0.55]):
+        with torch.no_grad():
+            weights.fill_(epoch)
+        module._keep_best(0, {"val/acc": acc})
+        module._keep_best(1, {"val/acc": 0.1 * epoch})
+    assert module.best_score == [0.6, pytest.approx(0.3)] and module.wait == [2, 0]
+    assert module.stopped[0] and not module.stopped[1]  # two epochs without improvement: patience 2
+    assert float(module.best_state[0]["B.weight"][0, 0]) == 1.0  # the state of epoch 1, its first best
+
+
+@pytest.mark.parametrize(("overrides", "fragments"), [
+    ([*MEMN2N, "replicas=0"], ["replicas=0", ">= 1"]),
+    ([*FAST, "replicas=2", "model=hopfield"], ["replicas=2", "no trainable parameters", "replicas=1"]),
+    ([*MEMN2N, "replicas=2", "replica_select=val/acc"], ["replica_select=val/acc", "<metric>:<min|max>"]),
+    ([*MEMN2N, "replicas=2", "replica_select=test/acc:max"], ["replica_select=test/acc:max", "train/ or val/"]),
+    ([*MEMN2N, "replicas=2", "replica_select=val/nope:max"], ["replica_select=val/nope:max", "val/acc", "val/loss"]),
+    ([*NTM, "replicas=2", "+data.curriculum={levels:[2],threshold:0}"], ["replicas=2", "data.curriculum"]),
+])
+def test_bad_replica_options_stop_in_one_line(overrides, fragments, compose_cfg):
+    from attnmem.runtime import run
+
+    with pytest.raises(UserError) as err:
+        run.train(compose_cfg(*overrides, "trainer.max_epochs=1"))
+    one_line(str(err.value), *fragments)
+
+
+def test_more_replicas_than_memory_holds_are_refused_with_the_number_that_fits(compose_cfg, monkeypatch):
+    from attnmem.runtime import replicas, run
+
+    _, single, _ = run.setup(compose_cfg(*MEMN2N))
+    params = sum(p.numel() for p in single.net.parameters())
+    monkeypatch.setattr(replicas, "_available_bytes", lambda device: 2 * 3 * replicas.BYTES_PER_PARAMETER * params)
+    with pytest.raises(UserError) as err:
+        run.setup(compose_cfg(*MEMN2N, "replicas=10"))
+    one_line(str(err.value), "replicas=10", "use replicas=3 or fewer")
