@@ -440,3 +440,19 @@ def test_replicas_fold_a_sweeps_seeds_into_jobs_and_its_report_unfolds_them(tmp_
         ("0", str(r), pytest.approx(metrics[f"replicas/{r}/val/acc"])) for r in range(2)
     ]
     assert "\n| 2 | " in (out / "summary.md").read_text()  # n: two seeds in the setting's mean
+
+
+@pytest.mark.parametrize(("jobs", "replicas", "fragments"), [
+    ([["a=1", "seed=0"]], 0, ["--replicas 0", ">= 1"]),
+    ([["a=1"]], 10, ["--replicas 10", "integer seed=<n>", "a=1"]),
+    ([["a=1", "seed=x"]], 10, ["--replicas 10", "seed=x"]),
+])
+def test_seeds_that_cannot_fold_into_replicas_are_one_line(jobs, replicas, fragments):
+    from conftest import one_line
+
+    from attnmem.core.errors import UserError
+    from attnmem.tools.sweep_replicas import fold
+
+    with pytest.raises(UserError) as err:
+        fold(jobs, replicas)
+    one_line(str(err.value), *fragments)

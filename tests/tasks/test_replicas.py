@@ -178,6 +178,19 @@ def test_other_models_reproduce_single_runs(model, path, tmp_path, capsys):
         assert metrics[f"replicas/{r}/val/loss"] == pytest.approx(single["val/loss"], rel=1e-5)
 
 
+def test_the_memn2n_recipe_reproduces_single_runs(tmp_path):
+    # the paper recipe: linear start (on every replica), SGD and StepLR, clipping 40, summed loss, the last state
+    recipe = [FAST[0], "experiment=memn2n_babi", "data=babi_gen", "data.source.num_train=200",
+              "data.source.num_val=50", "data.source.num_test=50", "trainer.max_epochs=3",
+              "callbacks.linear_start.epochs=1", "scheduler.step_size=2", "callbacks.plots=null"]
+    steps, metrics = train(tmp_path / "replicas", *recipe, "replicas=2")
+    for r in range(2):
+        single_steps, single = train(tmp_path / f"seed{r}", *recipe, f"seed={r}")
+        assert worst_gap(steps, single_steps, r, steps=21) < 1e-5  # 200 stories in batches of 32: 7 a epoch
+        assert metrics[f"replicas/{r}/val/error"] == single["val/error"]
+        assert metrics[f"replicas/{r}/train/loss"] == pytest.approx(single["train/loss"], rel=1e-5)
+
+
 def test_each_replica_keeps_its_best_state_and_stops_on_its_own_patience(compose_cfg):
     from attnmem.runtime import run
 

@@ -32,37 +32,47 @@ def stackable(batches: Sequence[dict[str, Tensor]]) -> bool:
     )
 
 
-def skeleton(net: nn.Module) -> nn.Module:
-    """A copy of `net` on the meta device, for `functional_call`: it holds no data, so what a call leaves in it
-    (torch's `functional_call` under `vmap` leaves batched tensors in tied modules) harms no replica."""
-    return copy.deepcopy(net).to("meta")
+class Batched:
+    """The forward of R replicas of one model in one `vmap` of `functional_call` over their stacked parameters.
 
+    It calls a copy of the model on the meta device (it holds no data, so what a call leaves in it harms no
+    replica: torch's `functional_call` under `vmap` leaves batched tensors in tied modules). Each replica's
+    parameters and embeddings are looked up once (a parameter keeps its identity when a module moves).
+    """
 
-def batched_forward(base: nn.Module, nets: Sequence[nn.Module],
-                    batches: Sequence[dict[str, Tensor]]) -> list[Output]:
-    """Each net's `Output` on its batch, in one `vmap` of `base` (a `skeleton`) over their stacked parameters."""
-    base.train(nets[0].training)
-    named = [dict(net.named_parameters()) for net in nets]
-    params = {name: torch.stack([p[name] for p in named]) for name in named[0]}  # (R, ...) each
-    buffers = [dict(net.named_buffers()) for net in nets]
-    shared = {n: b for n, b in buffers[0].items() if all(torch.equal(b, other[n]) for other in buffers[1:])}
-    varied = {n: torch.stack([other[n] for other in buffers]) for n in buffers[0] if n not in shared}
-    stacked = {k: torch.stack([b[k] for b in batches]) if isinstance(v, Tensor) else v for k, v in batches[0].items()}
+    def __init__(self, net: nn.Module) -> None:
+        self.base = copy.deepcopy(net).to("meta")
+        self.params: dict[int, dict[str, nn.Parameter]] = {}
+        self.embeddings: dict[int, list[nn.Embedding]] = {}
 
-    def one(p: dict[str, Tensor], v: dict[str, Tensor], batch: dict[str, Tensor]) -> tuple[Tensor, tuple[Tensor, ...]]:
-        out = functional_call(base, (p, v, shared), (batch,))
-        return out.pred, tuple(out.attention)
+    def __call__(self, nets: Sequence[nn.Module], batches: Sequence[dict[str, Tensor]]) -> list[Output]:
+        """Each net's `Output` on its batch."""
+        self.base.train(nets[0].training)
+        named = [self.params.setdefault(id(net), dict(net.named_parameters())) for net in nets]
+        params = {name: torch.stack([p[name] for p in named]) for name in named[0]}  # (R, ...) each
+        buffers = [dict(net.named_buffers()) for net in nets]
+        shared = {n: b for n, b in buffers[0].items() if all(torch.equal(b, other[n]) for other in buffers[1:])}
+        varied = {n: torch.stack([other[n] for other in buffers]) for n in buffers[0] if n not in shared}
+        stacked = {k: torch.stack([b[k] for b in batches]) if isinstance(v, Tensor) else v
+                   for k, v in batches[0].items()}
 
-    in_dims = {k: 0 if isinstance(v, Tensor) else None for k, v in stacked.items()}
-    preds, attention = torch.vmap(one, in_dims=(0, 0, in_dims), randomness="error")(params, varied, stacked)
-    return [Output(pred=preds[r], attention=[a[r] for a in attention]) for r in range(len(nets))]
+        def one(p: dict[str, Tensor], v: dict[str, Tensor], batch: dict[str, Tensor]) -> tuple[Tensor, ...]:
+            out = functional_call(self.base, (p, v, shared), (batch,))
+            return out.pred, tuple(out.attention)
 
+        in_dims = {k: 0 if isinstance(v, Tensor) else None for k, v in stacked.items()}
+        preds, attention = torch.vmap(one, in_dims=(0, 0, in_dims), randomness="error")(params, varied, stacked)
+        return [Output(pred=preds[r], attention=[a[r] for a in attention]) for r in range(len(nets))]
 
-def pad_gradients(net: nn.Module) -> None:
-    """Zero the gradient of every embedding's `padding_idx` row in `net`, as `nn.Embedding` promises."""
-    for module in net.modules():
-        if isinstance(module, nn.Embedding) and module.padding_idx is not None and module.weight.grad is not None:
-            module.weight.grad[module.padding_idx] = 0
+    def pad_gradients(self, nets: Sequence[nn.Module]) -> None:
+        """Zero the gradient of every embedding's `padding_idx` row, as `nn.Embedding` promises: torch's vmap
+        rule for embeddings ignores `padding_idx` in every replica but the first."""
+        for net in nets:
+            found = self.embeddings.setdefault(id(net), [m for m in net.modules() if isinstance(m, nn.Embedding)
+                                                         and m.padding_idx is not None])
+            for module in found:
+                if module.weight.grad is not None:
+                    module.weight.grad[module.padding_idx] = 0
 
 
 def with_draws(net: nn.Module, batch: dict[str, Tensor]) -> dict[str, Tensor]:

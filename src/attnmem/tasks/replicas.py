@@ -27,7 +27,7 @@ from torch import Tensor, nn
 
 from attnmem.core.errors import UserError
 from attnmem.tasks import hooks, optim
-from attnmem.tasks.replica_batch import batched_forward, pad_gradients, serving, skeleton, stackable, with_draws
+from attnmem.tasks.replica_batch import Batched, serving, stackable, with_draws
 from attnmem.tasks.replica_streams import Streams
 
 
@@ -42,7 +42,7 @@ class Replicas(L.LightningModule):
         self.streams, self.monitor, self.mode, self.select = streams, monitor, mode, select
         self.patience, self.min_delta, self.keep_best = patience, abs(min_delta), keep_best
         self.batched = bool(getattr(members[0].net, "replicas_batched", False))
-        self.skeleton = [skeleton(members[0].net)] if self.batched else []  # a list: not a submodule
+        self.batched_forward = [Batched(members[0].net)] if self.batched else []  # a list: not a submodule
         r = len(members)
         self.best_score: list[float | None] = [None] * r
         self.best_state: list[dict[str, Tensor] | None] = [None] * r
@@ -71,7 +71,7 @@ class Replicas(L.LightningModule):
                 with self.streams.use(r):
                     drawn.append(with_draws(self.members[r].net, batches[r]))
             nets = [self.members[r].net for r in running]
-            outs = dict(zip(running, batched_forward(self.skeleton[0], nets, drawn)))
+            outs = dict(zip(running, self.batched_forward[0](nets, drawn)))
         total, self.step_losses = None, {}
         for r in running:
             with self.streams.use(r):
@@ -203,9 +203,8 @@ class Replicas(L.LightningModule):
                 | {"replica_selected": self.selected})
 
     def on_after_backward(self) -> None:
-        if self.batched:  # torch's vmap rule for embeddings ignores padding_idx in every replica but the first
-            for member in self.members:
-                pad_gradients(member.net)
+        if self.batched:
+            self.batched_forward[0].pad_gradients([member.net for member in self.members])
 
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
                                     gradient_clip_algorithm: str | None = None) -> None:
