@@ -456,3 +456,15 @@ def test_seeds_that_cannot_fold_into_replicas_are_one_line(jobs, replicas, fragm
     with pytest.raises(UserError) as err:
         fold(jobs, replicas)
     one_line(str(err.value), *fragments)
+
+
+def test_jobs_that_differ_only_in_their_seed_are_composed_once(monkeypatch):
+    calls = []
+    real = sweep.compose
+    monkeypatch.setattr(sweep, "compose", lambda name, overrides: calls.append(overrides) or real(name, overrides))
+    jobs = [["model.hops=1", f"seed={s}"] for s in range(5)] + [["model.hops=2", "seed=0"], ["model.hops=1", "seed=x"]]
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        sweep.check_jobs(jobs, Path("x.yaml"))
+    GlobalHydra.instance().clear()
+    assert calls == [jobs[0], jobs[5], jobs[6]]  # a seed that is not an integer is composed on its own

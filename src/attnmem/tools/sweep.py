@@ -63,8 +63,14 @@ def check_names(spec: dict[str, Any], path: Path, extra: list[str]) -> None:
 
 
 def check_jobs(jobs: list[list[str]], path: Path) -> None:
-    """Compose every job with Hydra's compose API, so a bad value stops the sweep before any job runs."""
+    """Compose every job with Hydra's compose API, so a bad value stops the sweep before any job runs; a job
+    that differs from a composed one only in an integer `seed=` composes as it did, and is skipped."""
+    composed = set()
     for i, job in enumerate(jobs):
+        key = tuple("seed=<int>" if o.startswith("seed=") and o[5:].lstrip("-").isdigit() else o for o in job)
+        if key in composed:
+            continue
+        composed.add(key)
         try:
             compose(CONFIG_NAME, overrides=job)
         except Exception as err:  # Hydra raises several types; all mean this job's overrides do not compose
