@@ -96,6 +96,18 @@ def test_metrics_report_the_selected_replica_every_replica_and_their_spread(memn
         assert metrics[f"replicas/std/{key}"] == pytest.approx(math.sqrt(sum((v - mean) ** 2 for v in values) / (R - 1)))
 
 
+def test_a_resumed_replicas_run_ends_where_an_unbroken_one_does(memn2n):
+    root, _, (steps, unbroken) = memn2n
+    out = root / "resumed"
+    first, _ = train(out, *MEMN2N, f"replicas={R}", "trainer.max_epochs=1")
+    (out / "metrics.json").unlink()  # what a run killed after its first epoch's checkpoint leaves
+    second, resumed = train(out, *MEMN2N, f"replicas={R}", "resume=auto")
+    assert [s[r] for s in first + second for r in range(R)] == [s[r] for s in steps for r in range(R)]
+    for r in range(R):  # each replica's random streams, best state and batch order came back from the checkpoint
+        assert resumed[f"replicas/{r}/val/loss"] == unbroken[f"replicas/{r}/val/loss"]
+        assert resumed[f"replicas/{r}/test/acc"] == unbroken[f"replicas/{r}/test/acc"]
+
+
 def test_load_run_picks_a_replica(memn2n):
     root, _, _ = memn2n
     selected = json.loads((root / "replicas" / "metrics.json").read_text())["replica_selected"]
@@ -234,3 +246,12 @@ def test_more_replicas_than_memory_holds_are_refused_with_the_number_that_fits(c
     with pytest.raises(UserError) as err:
         run.setup(compose_cfg(*MEMN2N, "replicas=10"))
     one_line(str(err.value), "replicas=10", "use replicas=3 or fewer")
+
+
+def test_the_learning_curves_are_the_selected_replicas():
+    from attnmem.callbacks.plots import curves
+
+    logged = {"val/acc": {0: 0.5}, "replicas/0/val/acc": {0: 0.4}, "replicas/1/val/acc": {0: 0.6},
+              "replicas/1/train/loss": {0: 1.0}, "replicas/1/val/task3/acc": {0: 0.7}, "replicas/mean/val/acc": {0: 0.5}}
+    assert curves(logged) == {"val/acc": {0: 0.5}}  # a single run's (here: the replicas' mean while training)
+    assert curves(logged, "replicas/1/") == {"val/acc": {0: 0.6}, "train/loss": {0: 1.0}}

@@ -37,9 +37,7 @@ class PlotCallback(L.Callback):
         # epoch-level metrics of the epoch that just ended are complete only once the next starts
         epoch = trainer.current_epoch - 1
         for key, value in trainer.callback_metrics.items():
-            split, _, metric = key.partition("/")
-            # every epoch-level scalar of train and val; per-slice keys (val/task3/acc) stay out
-            if epoch >= 0 and split in ("train", "val") and metric and "/" not in metric:
+            if epoch >= 0:  # each curve is picked at the end (`curves`)
                 self.history[key][epoch] = float(value)
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -49,7 +47,9 @@ class PlotCallback(L.Callback):
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._record(trainer)
         out_dir = Path(trainer.default_root_dir) / self.dirname
-        history = _logged_history(trainer) or self.history
+        # replicas=R: the curves of the replica the run reports
+        prefix = f"replicas/{pl_module.pick_for_plots()}/" if hasattr(pl_module, "pick_for_plots") else ""
+        history = curves(_logged_history(trainer) or self.history, prefix)
         if history:
             path = out_dir / "learning_curves.png"
             self._draw("learning_curves", lambda: [save(learning_curves(history), path)])
@@ -82,10 +82,23 @@ def _logged_history(trainer: L.Trainer) -> dict[str, dict[int, float]]:
     history: dict[str, dict[int, float]] = defaultdict(dict)
     for row in rows:
         for key, value in row.items():
-            split, _, metric = key.partition("/")
-            if value and row.get("epoch") and split in ("train", "val") and metric and "/" not in metric:
+            if value and row.get("epoch") and "/" in key:
                 history[key][int(row["epoch"])] = float(value)
     return history
+
+
+def curves(history: dict[str, dict[int, float]], prefix: str = "") -> dict[str, dict[int, float]]:
+    """The learning curves among logged series: every epoch-level train and val scalar (`val/acc`, not the slice
+    `val/task3/acc`); with `prefix` (`replicas/<r>/`), that replica's, named as a single run names them."""
+    picked = {}
+    for key, series in history.items():
+        if prefix and not key.startswith(prefix):
+            continue
+        name = key.removeprefix(prefix)
+        split, _, metric = name.partition("/")
+        if split in ("train", "val") and metric and "/" not in metric:
+            picked[name] = series
+    return picked
 
 
 def _log_images(logger: object, paths: list[Path]) -> None:

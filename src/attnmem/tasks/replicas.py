@@ -47,6 +47,7 @@ class Replicas(L.LightningModule):
         self.best_score: list[float | None] = [None] * r
         self.best_state: list[dict[str, Tensor] | None] = [None] * r
         self.best_val: list[dict[str, float]] = [{} for _ in range(r)]
+        self.last_val: list[dict[str, float]] = [{} for _ in range(r)]
         self.last_train: list[dict[str, float]] = [{} for _ in range(r)]
         self.wait, self.stopped = [0] * r, [""] * r  # "" running, else why it stopped
         self.selected = 0
@@ -119,6 +120,7 @@ class Replicas(L.LightningModule):
         for r in self.active():
             latest[r] = _floats(self.members[r].epoch_metrics("val"))
             if not self.trainer.sanity_checking:
+                self.last_val[r] = latest[r]
                 self._keep_best(r, latest[r])
         self._check_select("val/", latest)
         self._log_replicas(latest, mean=True)
@@ -230,6 +232,7 @@ class Replicas(L.LightningModule):
             checkpoint[type(data.inner).__qualname__] = data.inner.state_dict()
         checkpoint["replicas"] = {
             "best_score": self.best_score, "best_state": self.best_state, "best_val": self.best_val,
+            "last_val": self.last_val,
             "last_train": self.last_train, "wait": self.wait, "stopped": self.stopped,
             "streams": self.streams.state_dict(),
         }
@@ -237,13 +240,20 @@ class Replicas(L.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         saved = checkpoint["replicas"]
         self.best_score, self.best_state, self.best_val = saved["best_score"], saved["best_state"], saved["best_val"]
+        self.last_val = saved["last_val"]
         self.last_train, self.wait, self.stopped = saved["last_train"], saved["wait"], saved["stopped"]
         self.streams.load_state_dict(saved["streams"])
 
+    def pick_for_plots(self) -> int:
+        """The replica whose figures the run draws: the selection rule on the validation of the state each
+        replica reports (its best, or its last where the run keeps no best)."""
+        self.selected = self.choose(self.best_val if self.keep_best else self.last_val)
+        return self.selected
+
     def plot_examples(self, datamodule: L.LightningDataModule, out_dir: Path, num_examples: int) -> list[Path]:
-        """The selected replica's figures (by the selection rule on each replica's best validation)."""
+        """The selected replica's figures."""
         self.use_best()
-        self.selected = self.choose(self.best_val)
+        self.pick_for_plots()
         member = self.members[self.selected]
         return member.plot_examples(getattr(datamodule, "inner", datamodule), out_dir, num_examples)
 
