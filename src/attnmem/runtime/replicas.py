@@ -10,6 +10,8 @@ import lightning as L
 import torch
 from hydra.utils import get_class
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+from lightning.pytorch.trainer.connectors.data_connector import _process_dataloader
+from lightning.pytorch.trainer.states import RunningStage
 from omegaconf import DictConfig
 
 from attnmem.core.errors import UserError
@@ -32,26 +34,47 @@ class ReplicaData(L.LightningDataModule):
             raise AttributeError(name)
         return getattr(self.inner, name)
 
+    @property
+    def batch_size(self) -> int:
+        """The wrapped datamodule's batch size (DDP's split of the global batch sets it there)."""
+        return self.inner.batch_size
+
+    @batch_size.setter
+    def batch_size(self, value: int) -> None:
+        self.inner.batch_size = value
+
     def train_dataloader(self) -> ReplicaLoader:
-        return ReplicaLoader(self.inner.train_dataloader, self.streams)
+        loaders = iter([self._prepared(self.inner.train_dataloader(), RunningStage.TRAINING, seed)
+                        for seed in self.streams.seeds])
+        return ReplicaLoader(lambda: next(loaders), self.streams)
 
     def val_dataloader(self) -> Any:
-        return _shared(self.inner.val_dataloader(), self.streams)
+        return self._shared(self.inner.val_dataloader(), RunningStage.VALIDATING)
 
     def test_dataloader(self) -> Any:
-        return _shared(self.inner.test_dataloader(), self.streams)
+        return self._shared(self.inner.test_dataloader(), RunningStage.TESTING)
+
+    def _shared(self, loaders: Any, stage: RunningStage) -> Any:
+        if isinstance(loaders, (list, tuple)):
+            return [SharedLoader(self._prepared(loader, stage), self.streams) for loader in loaders]
+        return SharedLoader(self._prepared(loaders, stage), self.streams)
+
+    def _prepared(self, loader: Any, stage: RunningStage, seed: int | None = None) -> Any:
+        # what Lightning does to a loader it sees (these are inside ours): under DDP a distributed sampler, whose
+        # shuffle a single run seeds with its seed (replica r: seed + r); worker seeding
+        if self.trainer is None:
+            return loader
+        prepared = _process_dataloader(self.trainer, self.trainer.state.fn, stage, loader)
+        sampler = getattr(prepared, "sampler", None)
+        if seed is not None and isinstance(getattr(sampler, "seed", None), int):
+            sampler.seed = seed
+        return prepared
 
     def state_dict(self) -> dict[str, Any]:
         return self.inner.state_dict()
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.inner.load_state_dict(state_dict)
-
-
-def _shared(loaders: Any, streams: Streams) -> Any:
-    if isinstance(loaders, (list, tuple)):
-        return [SharedLoader(loader, streams) for loader in loaders]
-    return SharedLoader(loaders, streams)
 
 
 def check(cfg: DictConfig) -> int:
@@ -65,18 +88,12 @@ def check(cfg: DictConfig) -> int:
         "data.curriculum": cfg.data.get("curriculum") is not None,
         "task.tbptt_steps": (cfg.task or {}).get("tbptt_steps") is not None,
         "scheduler=ReduceLROnPlateau": "ReduceLROnPlateau" in str((cfg.scheduler or {}).get("_target_", "")),
-        "trainer.devices > 1 or trainer.num_nodes > 1": _distributed(cfg.trainer),
-    }
+    }  # under DDP each process holds every replica, its batches split as a single run's
     for option, refused in refusals.items():
         if refused:
             raise UserError(f"replicas={count} cannot be combined with {option} (it follows one run's metric or "
                             "splits one run's batches): drop it, or run the seeds as separate jobs (replicas=1)")
     return count
-
-
-def _distributed(trainer: DictConfig) -> bool:
-    devices, nodes = trainer.get("devices", 1), trainer.get("num_nodes", 1)
-    return (isinstance(devices, int) and devices > 1) or (isinstance(nodes, int) and nodes > 1) or devices == -1
 
 
 def parse_select(cfg: DictConfig, monitor: str, mode: str) -> tuple[str, str]:

@@ -10,6 +10,7 @@ swap; around the creation of an iterator, all of them.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -24,12 +25,15 @@ class Streams:
     """One set of global random states per seed in `seeds`; `use(r)` makes replica r's the global one."""
 
     def __init__(self, seeds: Sequence[int]) -> None:
-        outer = _collect_rng_states()
+        outer, outer_seed = _collect_rng_states(), os.environ.get("PL_GLOBAL_SEED")
+        self.seeds: list[int] = list(seeds)
         self.states: list[dict[str, Any]] = []
         for seed in seeds:
             L.seed_everything(seed, workers=True, verbose=False)
             self.states.append(_collect_rng_states())
         _set_rng_states(outer)
+        if outer_seed is not None:  # the run's seed, which Lightning gives DDP's samplers and the workers
+            os.environ["PL_GLOBAL_SEED"] = outer_seed
 
     def __len__(self) -> int:
         return len(self.states)
