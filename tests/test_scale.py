@@ -133,10 +133,20 @@ def _train_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     return done
 
 
+DDP = ["trainer=ddp_cpu", "trainer.max_epochs=2", *TINY, "model=rnn_qa"]
+
+
+@pytest.fixture(scope="module")
+def ddp_run(tmp_path_factory) -> Path:
+    """The root of a DDP run over two CPU processes, of seed 1."""
+    root = tmp_path_factory.mktemp("ddp")
+    _train_cli(root, *DDP, "seed=1")
+    return root
+
+
 @pytest.mark.slow
-def test_ddp_cpu_run_makes_one_directory_and_reduces_metrics_over_processes(compose_cfg, tmp_path):
-    _train_cli(tmp_path, "trainer=ddp_cpu", "trainer.max_epochs=2", *TINY)
-    runs = list((tmp_path / "outputs" / "runs").glob("*/*"))
+def test_ddp_cpu_run_makes_one_directory_and_reduces_metrics_over_processes(ddp_run, compose_cfg, tmp_path):
+    runs = list((ddp_run / "outputs" / "runs").glob("*/*"))
     assert len(runs) == 1 and {p.name for p in runs[0].iterdir()} >= {"metrics.json", "manifest.json", "plots"}
     metrics = json.loads((runs[0] / "metrics.json").read_text())
     assert metrics["global_step"] == 2 * 256 // 32  # the global batch: as many steps as on one process
@@ -194,16 +204,13 @@ def test_ddp_without_trainable_parameters_says_so(compose_cfg):
 
 
 @pytest.mark.slow
-def test_ddp_cpu_replicas_each_train_as_the_single_ddp_run_of_their_seed(tmp_path):
+def test_ddp_cpu_replicas_each_train_as_the_single_ddp_run_of_their_seed(ddp_run, tmp_path):
     # each process holds both replicas, their batches split over the processes as a single run's are (rnn_qa:
     # MemN2N's replica 1 under DDP ends 1e-4 off its single DDP run in validation loss, not explained yet)
-    common = ["trainer=ddp_cpu", "trainer.max_epochs=1", *TINY, "callbacks.plots=null", "model=rnn_qa"]
-    _train_cli(tmp_path / "replicas", *common, "replicas=2", "seed=0")
-    _train_cli(tmp_path / "single", *common, "seed=1")
-    (replicas,), (single,) = ((p / "outputs" / "runs").glob("*/*/metrics.json") for p in (tmp_path / "replicas",
-                                                                                        tmp_path / "single"))
+    _train_cli(tmp_path, *DDP, "replicas=2", "seed=0", "callbacks.plots=null")
+    (replicas,), (single,) = ((p / "outputs" / "runs").glob("*/*/metrics.json") for p in (tmp_path, ddp_run))
     replicas, single = json.loads(replicas.read_text()), json.loads(single.read_text())
-    assert replicas["global_step"] == single["global_step"] == 256 // 32
+    assert replicas["global_step"] == single["global_step"] == 2 * 256 // 32
     assert replicas["replicas/1/val/loss"] == pytest.approx(single["val/loss"], rel=1e-6)
     assert replicas["replicas/1/test/acc"] == pytest.approx(single["test/acc"], abs=1e-6)
     assert replicas["replicas/1/train/loss"] == pytest.approx(single["train/loss"], rel=1e-5)
