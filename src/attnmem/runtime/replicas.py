@@ -44,9 +44,8 @@ class ReplicaData(L.LightningDataModule):
         self.inner.batch_size = value
 
     def train_dataloader(self) -> ReplicaLoader:
-        loaders = iter([self._prepared(self.inner.train_dataloader(), RunningStage.TRAINING, seed)
-                        for seed in self.streams.seeds])
-        return ReplicaLoader(lambda: next(loaders), self.streams)
+        loaders = [self._prepared(self.inner.train_dataloader(), RunningStage.TRAINING, s) for s in self.streams.seeds]
+        return ReplicaLoader(loaders, self.streams)
 
     def val_dataloader(self) -> Any:
         return self._shared(self.inner.val_dataloader(), RunningStage.VALIDATING)
@@ -91,8 +90,8 @@ def check(cfg: DictConfig) -> int:
     }  # under DDP each process holds every replica, its batches split as a single run's
     for option, refused in refusals.items():
         if refused:
-            raise UserError(f"replicas={count} cannot be combined with {option} (it follows one run's metric or "
-                            "splits one run's batches): drop it, or run the seeds as separate jobs (replicas=1)")
+            raise UserError(f"replicas={count} cannot be combined with {option} (it acts on one run's own metric "
+                            "or steps): drop it, or run the seeds as separate jobs (replicas=1)")
     return count
 
 

@@ -11,7 +11,7 @@ swap; around the creation of an iterator, all of them.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -75,9 +75,8 @@ def _set_torch_states(states: dict[str, Any]) -> None:
 class ReplicaLoader:
     """The training loader of R replicas: each step a list of R batches, replica r's shuffled from its stream."""
 
-    def __init__(self, make: Callable[[], Iterable[Any]], streams: Streams) -> None:
-        self.streams = streams
-        self.loaders = [make() for _ in range(len(streams))]
+    def __init__(self, loaders: Sequence[Iterable[Any]], streams: Streams) -> None:
+        self.loaders, self.streams = list(loaders), streams
 
     def __len__(self) -> int:
         return len(self.loaders[0])  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -75,12 +76,8 @@ class Replicas(L.LightningModule):
             outs = dict(zip(running, self.batched_forward[0](nets, drawn)))
         total, self.step_losses = None, {}
         for r in running:
-            with self.streams.use(r):
-                if outs is None:
-                    loss = self.members[r].shared_step(batches[r], "train")
-                else:
-                    with serving(self.members[r], outs[r]):
-                        loss = self.members[r].shared_step(batches[r], "train")
+            with self.streams.use(r), serving(self.members[r], outs[r]) if outs else nullcontext():
+                loss = self.members[r].shared_step(batches[r], "train")
             self.step_losses[r] = loss.detach()
             if not torch.isfinite(loss):
                 self.stopped[r] = f"non-finite loss at step {self.global_step}"
@@ -110,7 +107,7 @@ class Replicas(L.LightningModule):
         for r in self.active():
             self.last_train[r] = _floats(self.members[r].epoch_metrics("train"))
         self._check_select("train/", self.last_train)
-        self._log_replicas(self.last_train, mean=True)
+        self._log_replicas(self.last_train)
 
     def on_validation_epoch_end(self) -> None:
         if self.trainer.state.fn != "fit":
@@ -123,7 +120,7 @@ class Replicas(L.LightningModule):
                 self.last_val[r] = latest[r]
                 self._keep_best(r, latest[r])
         self._check_select("val/", latest)
-        self._log_replicas(latest, mean=True)
+        self._log_replicas(latest)
         if not self.active():
             self.trainer.should_stop = True
 
@@ -154,19 +151,15 @@ class Replicas(L.LightningModule):
         if self.patience is not None and self.wait[r] >= self.patience:
             self.stopped[r] = f"early stopping at epoch {self.current_epoch}"
 
-    def _log_replicas(self, values: list[dict[str, float]], *, mean: bool) -> None:
-        logged = {f"replicas/{r}/{k}": v for r, d in enumerate(values) for k, v in d.items()}
-        if mean:
-            keys = set().union(*values)
-            logged |= {k: sum(d[k] for d in values if k in d) / sum(k in d for d in values) for k in keys}
-        self.log_dict(logged, prog_bar=False, add_dataloader_idx=False)
+    def _log_replicas(self, values: list[dict[str, float]]) -> None:
+        # while fitting: each replica's keys, and the plain keys as the replicas' mean
+        mean = {k: sum(d[k] for d in values if k in d) / sum(k in d for d in values) for k in set().union(*values)}
+        self.log_dict(per_replica(values) | mean, prog_bar=False, add_dataloader_idx=False)
 
     def _log_final(self, split: str, values: list[dict[str, float]]) -> None:
         if split == "val":
             self.selected = self.choose(values)
-        logged = dict(values[self.selected]) | summary(values)
-        logged |= {f"replicas/{r}/{k}": v for r, d in enumerate(values) for k, v in d.items()}
-        self.log_dict(logged, add_dataloader_idx=False)
+        self.log_dict(dict(values[self.selected]) | summary(values) | per_replica(values), add_dataloader_idx=False)
 
     def choose(self, val: list[dict[str, float]]) -> int:
         """The replica the selection rule picks: by its last training epoch's or its evaluated validation metric."""
@@ -200,9 +193,8 @@ class Replicas(L.LightningModule):
         one's as the plain keys, their mean and std, how each ended, and which was selected."""
         train = self.last_train
         stopped = {f"replicas/{r}/stopped": why for r, why in enumerate(self.stopped) if why}
-        return (dict(train[self.selected]) | summary(train) | stopped | {"replicas": len(self.members)}
-                | {f"replicas/{r}/{k}": v for r, d in enumerate(train) for k, v in d.items()}
-                | {"replica_selected": self.selected})
+        return (dict(train[self.selected]) | summary(train) | stopped | per_replica(train)
+                | {"replicas": len(self.members), "replica_selected": self.selected})
 
     def on_after_backward(self) -> None:
         if self.batched:
@@ -256,6 +248,11 @@ class Replicas(L.LightningModule):
         self.pick_for_plots()
         member = self.members[self.selected]
         return member.plot_examples(getattr(datamodule, "inner", datamodule), out_dir, num_examples)
+
+
+def per_replica(values: list[dict[str, float]]) -> dict[str, float]:
+    """Every replica's values under `replicas/<r>/<key>`."""
+    return {f"replicas/{r}/{k}": v for r, d in enumerate(values) for k, v in d.items()}
 
 
 def summary(values: list[dict[str, float]]) -> dict[str, float]:
