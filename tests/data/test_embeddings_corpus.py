@@ -101,11 +101,11 @@ def _babi(tmp_path):
 
 def test_babi_stories_lose_line_numbers_answers_and_supports(tmp_path):
     source = BabiCorpus(data_dir=str(_babi(tmp_path)), val_fraction=0.5)
-    assert list(source.stories()) == [
+    assert list(source.all_documents()) == [
         "Mary moved to the bathroom. Where is Mary?",
         "John went to the hallway. Where is John?",
     ]
-    assert sorted([*source.documents("train"), *source.documents("val")]) == sorted(source.stories())
+    assert sorted([*source.documents("train"), *source.documents("val")]) == sorted(source.all_documents())
     assert [p.name for p in source.data_files] == ["qa1_single-supporting-fact_train.txt"]  # never the test file
 
 
@@ -113,15 +113,18 @@ def test_babi_line_without_number_and_missing_folder_name_the_file(tmp_path):
     folder = _babi(tmp_path)
     (folder / "qa2_two-supporting-facts_train.txt").write_text("1 Mary went home.\nno number here\n")
     with pytest.raises(UserError, match=r"qa2_two-supporting-facts_train.txt:2: expected 'ID text'"):
-        list(BabiCorpus(data_dir=str(folder)).stories())
-    with pytest.raises(UserError, match=r"data.source.data_dir=.*nothing: no bAbI file matches"):
+        list(BabiCorpus(data_dir=str(folder)).all_documents())
+    with pytest.raises(UserError, match=r"data.source.data_dir=.*nothing: no such folder"):
         BabiCorpus(data_dir=str(tmp_path / "nothing")).prepare_data()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match=r"no file matches data.source.pattern=\*_train.txt: expected bAbI files"):
+        BabiCorpus(data_dir=str(tmp_path / "empty")).prepare_data()
 
 
 def test_text_folder_reads_lines_and_names_a_missing_folder_or_pattern(tmp_path):
     (tmp_path / "a.txt").write_text("one two\n\nthree\n")
     (tmp_path / "b.txt").write_text("four\n")
-    assert list(TextFolder(data_dir=str(tmp_path)).lines()) == ["one two\n", "three\n", "four\n"]
+    assert list(TextFolder(data_dir=str(tmp_path)).all_documents()) == ["one two\n", "three\n", "four\n"]
     with pytest.raises(UserError, match=r"data.source.data_dir=.*missing: no such folder"):
         TextFolder(data_dir=str(tmp_path / "missing")).prepare_data()
     with pytest.raises(UserError, match=r"no file matches data.source.pattern=\*.md"):

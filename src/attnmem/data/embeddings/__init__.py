@@ -1,3 +1,5 @@
-"""The embeddings family's data: `EmbeddingsDataModule` (`datamodule`) and its corpus sources (`text_folder.TextFolder`,
-`babi_corpus.BabiCorpus`, `squad_contexts.SquadContexts`); `corpus` tokenises and counts, `windows` streams batches.
+"""The embeddings family's data: `EmbeddingsDataModule` (`datamodule`) and its corpus sources.
+
+The sources: `text_folder.TextFolder` and `babi_corpus.BabiCorpus` (both on `folder.FolderCorpus`), and
+`squad_contexts.SquadContexts`; `corpus` tokenises and counts, `windows` streams batches.
 """

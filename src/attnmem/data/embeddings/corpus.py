@@ -8,10 +8,9 @@ into one stream with `window` ids 0 (`<pad>`, no word) between them, so no windo
 
 from __future__ import annotations
 
-import random
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -86,11 +85,3 @@ def noise_distribution(counts: Sequence[int], power: float = 0.75) -> Tensor:
     weights = torch.tensor(counts, dtype=torch.float64) ** power
     weights[0] = 0.0
     return weights / weights.sum()
-
-
-def held_out(documents: Iterable[str], split: str, fraction: float, seed: int) -> Iterator[str]:
-    """The documents of `split`: "val" a seeded `fraction` of them (each drawn in turn), "train" the rest."""
-    rng = random.Random(f"corpus/{seed}")
-    for document in documents:
-        if (rng.random() < fraction) == (split == "val"):
-            yield document
