@@ -1,13 +1,14 @@
-"""The Noam schedule: hand-computed rates, stepped per batch, reachable from the config."""
+"""The Noam schedule: hand-computed rates, stepped per batch, reachable from the config; the plateau schedule."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from attnmem.core.errors import UserError
 from attnmem.runtime import run
 from attnmem.tasks import optim
-from attnmem.tasks.schedules import noam, noam_factor
+from attnmem.tasks.schedules import noam, noam_factor, plateau
 
 
 def test_noam_factor_by_hand():
@@ -43,6 +44,16 @@ def test_configure_passes_a_scheduler_dict_through_and_wraps_a_plain_scheduler()
     assert built["lr_scheduler"]["interval"] == "step"
     plain = optim.configure(params, torch.optim.SGD, lambda optimizer: torch.optim.lr_scheduler.StepLR(optimizer, 1))
     assert set(plain["lr_scheduler"]) == {"scheduler"}  # Lightning's default: per epoch
+
+
+def test_a_plateau_schedule_names_its_metric_and_a_bare_one_is_refused_in_one_line():
+    params = [torch.nn.Parameter(torch.zeros(1))]
+    built = optim.configure(params, torch.optim.SGD, lambda optimizer: plateau(optimizer, monitor="val/acc", mode="max"))
+    assert built["lr_scheduler"]["monitor"] == "val/acc" and built["lr_scheduler"]["scheduler"].mode == "max"
+    bare = torch.optim.lr_scheduler.ReduceLROnPlateau
+    with pytest.raises(UserError) as err:
+        optim.configure(params, torch.optim.SGD, bare)
+    assert "attnmem.tasks.schedules.plateau" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_transformer_reverse_experiment_steps_noam_per_batch(compose_cfg):

@@ -69,6 +69,8 @@ def _fit(compose_cfg, tmp_path, name, *overrides):
 SCHEDULES = {  # stepped by Lightning's loop without truncation, by attnmem.tasks.tbptt with it
     "per_epoch": "{_target_:torch.optim.lr_scheduler.StepLR,_partial_:true,step_size:1,gamma:0.5}",
     "per_step": "{_target_:attnmem.tasks.schedules.noam,_partial_:true,d_model:16,warmup:4}",
+    # threshold 10 (relative): no epoch counts as better, so with patience 0 the rate halves at each epoch's end
+    "plateau": "{_target_:attnmem.tasks.schedules.plateau,_partial_:true,factor:0.5,patience:0,threshold:10}",
 }
 
 
@@ -92,8 +94,8 @@ def test_chunks_as_long_as_the_sequence_train_exactly_as_full_bptt_step_for_step
     assert {k: full_trainer.logged_metrics[k] for k in keys} == {k: chunked_trainer.logged_metrics[k] for k in keys}
     lrs = [m.optimizers().param_groups[0]["lr"] for m in (full, chunked)]
     assert lrs[0] == lrs[1] != 0.01  # the same schedule steps
-    if schedule == "per_epoch":
-        assert lrs[1] == pytest.approx(0.01 * 0.25)  # stepped at both epoch ends
+    if schedule in ("per_epoch", "plateau"):
+        assert lrs[1] == pytest.approx(0.01 * 0.25)  # stepped at both epoch ends (the plateau on val/loss)
 
 
 def test_short_chunks_make_one_step_per_chunk_with_output_bits(compose_cfg, tmp_path):

@@ -86,7 +86,9 @@ def check(cfg: DictConfig) -> int:
     refusals = {
         "data.curriculum": cfg.data.get("curriculum") is not None,
         "task.tbptt_steps": (cfg.task or {}).get("tbptt_steps") is not None,
-        "scheduler=ReduceLROnPlateau": "ReduceLROnPlateau" in str((cfg.scheduler or {}).get("_target_", "")),
+        "scheduler=ReduceLROnPlateau": str((cfg.scheduler or {}).get("_target_", "")).endswith(
+            ("ReduceLROnPlateau", "schedules.plateau")
+        ),
     }  # under DDP each process holds every replica, its batches split as a single run's
     for option, refused in refusals.items():
         if refused:

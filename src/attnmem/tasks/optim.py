@@ -6,6 +6,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
+from torch.optim.lr_scheduler import ReduceLROnPlateau
+
+from attnmem.core.errors import UserError
 
 
 def configure(
@@ -22,6 +25,12 @@ def configure(
     if scheduler is None:
         return built
     lr_scheduler = scheduler(optimizer=built)
+    if isinstance(lr_scheduler, ReduceLROnPlateau):
+        raise UserError(
+            "scheduler: a bare ReduceLROnPlateau cannot name the metric it watches; use "
+            "scheduler={_target_:attnmem.tasks.schedules.plateau,_partial_:true,monitor:val/loss} "
+            "(with its own options, e.g. factor:0.5,patience:2)"
+        )
     return {
         "optimizer": built,
         "lr_scheduler": lr_scheduler if isinstance(lr_scheduler, dict) else {"scheduler": lr_scheduler},

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.optim.lr_scheduler import LambdaLR
+from torch.optim.lr_scheduler import LambdaLR, ReduceLROnPlateau
 
 
 def noam_factor(step: int, *, d_model: int, warmup: int) -> float:
@@ -23,3 +23,12 @@ def noam(optimizer: torch.optim.Optimizer, *, d_model: int, warmup: int = 4000) 
         raise ValueError(f"scheduler: d_model and warmup must be >= 1, got {d_model} and {warmup}")
     schedule = LambdaLR(optimizer, lambda step: noam_factor(step + 1, d_model=d_model, warmup=warmup))
     return {"scheduler": schedule, "interval": "step"}
+
+
+def plateau(optimizer: torch.optim.Optimizer, *, monitor: str = "val/loss", **options: Any) -> dict[str, Any]:
+    """ReduceLROnPlateau on the logged metric `monitor`, stepped each epoch; `options` are its own (factor...).
+
+    Lightning steps a plateau scheduler only with the metric it monitors, which a bare
+    `torch.optim.lr_scheduler.ReduceLROnPlateau` partial cannot name.
+    """
+    return {"scheduler": ReduceLROnPlateau(optimizer, **options), "monitor": monitor, "interval": "epoch"}

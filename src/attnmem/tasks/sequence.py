@@ -57,8 +57,13 @@ class SequenceTask(L.LightningModule):
     # Lightning's hooks, written once in attnmem.tasks.hooks
     validation_step, test_step = hooks.step("val"), hooks.step("test")
     on_validation_epoch_end, on_test_epoch_end = hooks.epoch_end("val"), hooks.epoch_end("test")
-    configure_optimizers = hooks.configure_optimizers
     on_save_checkpoint = hooks.on_save_checkpoint
+
+    def configure_optimizers(self) -> Any:
+        """The config's optimizer and scheduler; under truncated BPTT the module keeps the scheduler's monitor."""
+        configured = hooks.configure_optimizers(self)
+        return configured if self.tbptt_steps is None else tbptt.keep_monitor(self, configured)
+
     prog_bar_splits: ClassVar[tuple[str, ...]] = ("val",)
 
     def shared_step(self, batch: dict[str, Tensor], split: str, test_set: int = 0) -> Tensor:

@@ -16,6 +16,7 @@ from typing import Any
 import lightning as L
 import torch
 from torch import Tensor, nn
+from torch.optim.lr_scheduler import ReduceLROnPlateau
 
 from attnmem.core.errors import UserError
 
@@ -90,12 +91,20 @@ def step_schedulers(module: L.LightningModule, interval: str, count: int) -> Non
     for config in module.trainer.lr_scheduler_configs:
         if config.interval != interval or count % config.frequency:
             continue
-        if config.reduce_on_plateau:
-            metric = module.trainer.callback_metrics.get(config.monitor)
+        if isinstance(config.scheduler, ReduceLROnPlateau):
+            metric = module.trainer.callback_metrics.get(module.scheduler_monitor)
             if metric is not None:
                 config.scheduler.step(metric)
         else:
             config.scheduler.step()
+
+
+def keep_monitor(module: L.LightningModule, configured: Any) -> Any:
+    """`configured` (what `configure_optimizers` returns) without its scheduler's `monitor`, which is kept as
+    `module.scheduler_monitor`: Lightning drops it, with a warning, under manual optimisation."""
+    scheduler = configured.get("lr_scheduler", {}) if isinstance(configured, dict) else {}
+    module.scheduler_monitor = scheduler.pop("monitor", None)
+    return configured
 
 
 def manual_optimisation(module: L.LightningModule) -> None:
