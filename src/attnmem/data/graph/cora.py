@@ -17,7 +17,7 @@ from attnmem.data.graph.graph import Graph, check_split_options, row_normalized,
 from attnmem.data.graph.text_files import SELF_LOOPS, parse_edges, parse_features, parse_labels, rows
 
 URL = "https://linqs-data.soe.ucsc.edu/public/lbc/cora.tgz"
-# 168052 bytes; the sha256 a third party recorded for this URL (not checked here: no network on the dev machine)
+# 168052 bytes; the sha256 two unrelated public projects pin for this URL (not downloaded here: no network)
 SHA256 = "0d4ed463d1627bb7f3e8420effe8f5545fd492ae8f88dab44ce86cee7b26d7e8"
 ARCHIVE = "cora.tgz"
 MEMBERS = ("cora.content", "cora.cites")
