@@ -2,7 +2,8 @@
 
 Every score maps `query (B, Tq, Dq)` and `keys (B, Tk, Dk)` to `scores (B, Tq, Tk)`.
 An `attention/*.yaml` config is a `_partial_` of one of these classes; a model calls it with
-the dimensions it needs: `score(query_dim=..., key_dim=...)`.
+the dimensions it needs: `score(query_dim=..., key_dim=...)`. `attend` reads dense keys (B, Tk);
+`attend_edges` (`edges.py`) a sparse set of pairs, a graph's edges.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnmem.attention.additive_kernel import additive_scores
+from attnmem.attention.edges import attend_edges, read_edges
 from attnmem.core.float32 import in_float32
 
 __all__ = [
-    "Additive", "Bilinear", "Cosine", "Dot", "LeakyConcat", "MultiHead", "ScaledDot", "Trilinear", "attend", "softmax",
+    "Additive", "Bilinear", "Cosine", "Dot", "LeakyConcat", "MultiHead", "ScaledDot", "Trilinear", "attend",
+    "attend_edges", "read_edges", "softmax",
 ]
 
 

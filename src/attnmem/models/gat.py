@@ -1,4 +1,4 @@
-"""Graph attention network, Veličković et al. 2018: masked multi-head attention over each node's neighbours."""
+"""Graph attention network, Veličković et al. 2018: multi-head attention over each node's neighbours, edge by edge."""
 
 from __future__ import annotations
 
@@ -9,17 +9,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnmem.attention import attend
+from attnmem.attention import attend_edges, read_edges
 from attnmem.blocks.output import Output
 
-__all__ = ["GAT", "GraphAttentionLayer", "neighbour_mask"]
+__all__ = ["GAT", "GraphAttentionLayer", "neighbour_edges"]
 
 
-def neighbour_mask(edge_index: Tensor, num_nodes: int) -> Tensor:
-    """True where node i may attend to node j: j ∈ N(i) ∪ {i}, from `edge_index (2, E)` (source j, target i): (N, N)."""
-    mask = torch.eye(num_nodes, dtype=torch.bool, device=edge_index.device)
-    mask[edge_index[1], edge_index[0]] = True
-    return mask
+def neighbour_edges(edge_index: Tensor, num_nodes: int) -> Tensor:
+    """The pairs (source j, target i) with j ∈ N(i) ∪ {i}, each once, from `edge_index (2, E)`: (2, E')."""
+    loops = torch.arange(num_nodes, device=edge_index.device).expand(2, -1)
+    return torch.unique(torch.cat([edge_index, loops], 1), dim=1)  # sorted by source, then target
 
 
 class GraphAttentionLayer(nn.Module):
@@ -36,21 +35,30 @@ class GraphAttentionLayer(nn.Module):
         self.scores = nn.ModuleList(score(query_dim=out_dim, key_dim=out_dim) for _ in range(heads))
         self.bias = nn.Parameter(torch.zeros(heads * out_dim if concat else out_dim))  # the reference code's
 
-    def forward(self, h: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-        """`h (N, F)`, `mask (N, N)` -> `h' (N, K·F')` (concat) or `(N, F')` (mean), and α `(K, N, N)`."""
-        n = h.shape[0]
-        wh = self.weight(h).view(n, self.heads, self.out_dim).transpose(0, 1)  # (K, N, F')
+    def forward(self, h: Tensor, edges: Tensor) -> tuple[Tensor, Tensor]:
+        """`h (N, F)`, `edges (2, E)` from `neighbour_edges` -> `h' (N, K·F')` (concat) or `(N, F')` (mean), and α
+        as a sparse `(K, N, N)` tensor, α[k, i, j] on the edges j -> i."""
+        n, (source, target) = h.shape[0], edges
+        wh = self.weight(h).view(n, self.heads, self.out_dim)  # (N, K, F')
         outputs, alphas = [], []
         for k, score in enumerate(self.scores):
-            x = wh[k : k + 1]  # (1, N, F'): the node states are queries, keys and values at once
-            context, alpha = attend(x, x, x, score, mask=mask.unsqueeze(0))  # (1, N, F'), (1, N, N)
+            x = wh[:, k]  # (N, F'): the node states are queries, keys and values at once
+            context, alpha = attend_edges(x[target], x[source], x[source], score, target=target, num_targets=n)
             if self.training and self.dropout > 0:  # dropout on the normalised coefficients α (§3.3)
-                context = F.dropout(alpha, self.dropout, True).to(x.dtype) @ x
-            outputs.append(context[0])
-            alphas.append(alpha[0])
+                context = read_edges(F.dropout(alpha, self.dropout, True), x[source], target, n)
+            outputs.append(context)  # (N, F')
+            alphas.append(alpha)  # (E,)
         stacked = torch.stack(outputs)  # (K, N, F')
         out = stacked.transpose(0, 1).reshape(n, -1) if self.concat else stacked.mean(0)
-        return out + self.bias, torch.stack(alphas)
+        return out + self.bias, _sparse_alpha(torch.stack(alphas), edges, n)
+
+
+def _sparse_alpha(alpha: Tensor, edges: Tensor, n: int) -> Tensor:
+    """`alpha (K, E)` on `edges (2, E)` as the sparse (K, N, N) tensor whose [k, i, j] is α_ij of head k."""
+    heads, count = alpha.shape
+    head = torch.arange(heads, device=alpha.device).repeat_interleave(count)  # (K·E,)
+    indices = torch.stack([head, edges[1].repeat(heads), edges[0].repeat(heads)])  # (3, K·E): head, target, source
+    return torch.sparse_coo_tensor(indices, alpha.reshape(-1), (heads, n, n), check_invariants=False)
 
 
 class GAT(nn.Module):
@@ -60,8 +68,8 @@ class GAT(nn.Module):
     then an output layer of `output_heads` heads of `num_classes` features, averaged (eq. 6), as logits.
     The score e(W h_i, W h_j) comes from the `attention` group; the paper's, LeakyReLU(aᵀ[W h_i ‖ W h_j])
     (eq. 3), is `attention=leaky_concat`, this model's default. Dropout `dropout` on both layers' inputs
-    and on α. Attention is dense over an (N, N) neighbour mask: O(N²) memory per head, fine to a few
-    thousand nodes. `Output.attention` holds α of each layer, (K, N, N).
+    and on α. Attention runs edge by edge (`attention.attend_edges`): O(E) memory per head, as the
+    reference code's sparse version. `Output.attention` holds α of each layer, a sparse (K, N, N) tensor.
     """
 
     families: ClassVar[tuple[str, ...]] = ("graph",)
@@ -95,10 +103,10 @@ class GAT(nn.Module):
 
     def forward(self, batch: dict[str, Tensor]) -> Output:
         h = batch["features"]  # (N, F)
-        mask = neighbour_mask(batch["edge_index"], h.shape[0])  # (N, N)
+        edges = neighbour_edges(batch["edge_index"], h.shape[0])  # (2, E) with every self-loop
         attention = []
         for i, layer in enumerate(self.layers):
-            h, alpha = layer(F.dropout(h, self.dropout, self.training), mask)  # (N, K·F') or (N, C)
+            h, alpha = layer(F.dropout(h, self.dropout, self.training), edges)  # (N, K·F') or (N, C)
             attention.append(alpha)
             if i == 0:
                 h = F.elu(h)

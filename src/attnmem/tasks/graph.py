@@ -98,7 +98,8 @@ class GraphTask(L.LightningModule):
             )
         ]
         if out.attention:
-            alpha = out.attention[0].float().mean(0).cpu()  # (N, N) the first layer's, mean over heads
+            first = out.attention[0].float()  # (K, N, N) the first layer's, sparse
+            alpha = (torch.sparse.sum(first, 0).to_dense() / first.shape[0]).cpu()  # (N, N) the mean over heads
             figures.append(
                 plots.save(
                     graph_plots.edge_attention(edges, alpha, pred, f"{name}: layer 1 attention"),
