@@ -118,6 +118,35 @@ def test_rows_read_from_one_models_metrics_share_its_selected_job(tmp_path):
     assert table.finished == table.jobs == 2 and "incomplete" not in scoreboard.markdown(table)
 
 
+def test_a_curve_without_selection_shows_the_seeds_mean_and_its_capacity(tmp_path):
+    # loads 0.1, 0.2, 0.3 x 2 seeds; the means 1.0, 0.95, 0.5 fall below 0.9 between 0.2 and 0.3: at
+    # 0.2 + 0.1 * (0.95 - 0.9) / (0.95 - 0.5) = 0.2111
+    sweep_file = sweep_files(
+        tmp_path, rows={"parameter": "data.load"}, metric="test/overlap", select=[], percent=False, digits=3,
+        capacity=0.9, fail_above=None,
+    )
+    spec = yaml.safe_load(sweep_file.read_text())
+    spec["parameters"] = {"data.load": {"values": [0.1, 0.2, 0.3]}, "seed": {"values": [0, 1]}}
+    sweep_file.write_text(yaml.safe_dump(spec))
+    figures = yaml.safe_load((sweep_file.parent / "figures.yaml").read_text())
+    figures["tiny"]["summary"] = {"capacity": 0.25}
+    (sweep_file.parent / "figures.yaml").write_text(yaml.safe_dump(figures))
+    jobs = [[f"data.load={x}", f"seed={s}"] for x in (0.1, 0.2, 0.3) for s in (0, 1)]
+    overlaps = [1.0, 1.0, 0.9, 1.0, 0.6, 0.4]
+    metrics = {i: {"test/overlap": m} for i, m in enumerate(overlaps)}
+    text = scoreboard.markdown(scoreboard.build(sweep_dir(tmp_path, sweep_file, jobs, metrics)))
+    rows = [line for line in text.splitlines() if line.startswith("| 0.")]
+    assert rows == [
+        "| 0.1 | 1.000 |  | mean of seeds | 1.000 ± 0.000 | 2 |  |  |",
+        "| 0.2 | 0.950 |  | mean of seeds | 0.950 ± 0.071 | 2 |  |  |",
+        "| 0.3 | 0.500 |  | mean of seeds | 0.500 ± 0.141 | 2 |  |  |",
+    ]
+    assert "per row the mean over seeds (no selection)" in text and "Mean over" not in text
+    assert "where the mean over seeds falls below 0.9 (linear between rows): ours **0.211**, paper 0.25" in text
+    below = [scoreboard.Row("0.1", 1, 1, mean=0.5)]
+    assert scoreboard.capacity(below, 0.9) == "below 0.1" and scoreboard.capacity(below, 0.1) == "above 0.1"
+
+
 def test_the_command_writes_the_newest_run_of_each_protocol(tmp_path, monkeypatch, capsys):
     per_task_run(tmp_path)
     sweep_files(tmp_path, name="other", title="Another paper")  # a protocol that has not run
@@ -137,6 +166,7 @@ def test_the_command_writes_the_newest_run_of_each_protocol(tmp_path, monkeypatc
         ({"rows": {"parameter": "model.hops"}}, "rows.parameter: 'model.hops' is not a parameter of"),
         ({"figures": "absent"}, "figures: 'absent' is not an entry of"),
         ({"rows": {"metric": "val/error"}}, "rows: give parameter:"),
+        ({"rows": {"metric": "val/task{row}/error", "values": [1]}, "capacity": 0.9}, "capacity: needs rows.parameter"),
     ],
 )
 def test_a_bad_protocol_file_is_one_line_naming_it(tmp_path, changes, expected):
@@ -144,6 +174,16 @@ def test_a_bad_protocol_file_is_one_line_naming_it(tmp_path, changes, expected):
     with pytest.raises(UserError, match="protocol.yaml: ") as info:
         protocol.load(sweep_file, yaml.safe_load(sweep_file.read_text())["parameters"])
     assert expected in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_protocol_file_that_is_not_yaml_is_one_line_naming_its_line(tmp_path):
+    sweep_file = sweep_files(tmp_path)
+    protocol.sidecar(sweep_file).write_text("title: t\npaper: Someone: a figure\n")
+    with pytest.raises(UserError) as info:
+        protocol.load(sweep_file, {})
+    assert "tiny.protocol.yaml:2: mapping values are not allowed here (quote a value that holds ': ')" in str(
+        info.value
+    )
 
 
 def test_no_protocol_run_is_one_line(tmp_path, monkeypatch, capsys):

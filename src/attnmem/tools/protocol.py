@@ -14,7 +14,7 @@ from attnmem.core.errors import UserError
 
 FIGURES_FILE = "figures.yaml"
 REQUIRED = ("title", "paper", "figures", "rows", "metric", "select")
-OPTIONAL = ("fail_above", "note", "percent")
+OPTIONAL = ("fail_above", "note", "percent", "digits", "capacity")
 
 
 @dataclass
@@ -25,12 +25,14 @@ class Protocol:
     title: str
     paper: str
     metric: str  # ours, e.g. val/error
-    select: list[str]  # per row, the job lowest in select[0], ties broken by the next keys
+    select: list[str]  # per row, the job lowest in select[0], ties broken by the next keys; [] the mean of seeds
     rows: dict[str, Any]  # {"parameter": name}: a job per row; {"metric": "val/task{row}/error", "values": [...]}
     figures: dict[str, Any]  # source, split, metric, rows {row: figure}, summary {mean, failed, ...}
     fail_above: float | None = None  # the bAbI criterion: a row above it has failed
     note: str = ""
     percent: bool = True  # the metric is a rate, shown in %, with a binomial standard error
+    digits: int = 1  # decimals shown
+    capacity: float | None = None  # the summary gives the row value (a number) where the mean falls below this
 
     def row_keys(self) -> list[str]:
         """The metric keys a job must have: every row's for rows read from metrics, else `metric`."""
@@ -49,7 +51,7 @@ def load(sweep_file: Path, parameters: dict[str, Any]) -> Protocol | None:
     path = sidecar(sweep_file)
     if not path.is_file():
         return None
-    raw = yaml.safe_load(path.read_text()) or {}
+    raw = _yaml(path)
     if not isinstance(raw, dict):
         raise UserError(f"{path}: a protocol file is a mapping of {', '.join(REQUIRED)}")
     unknown = sorted(set(raw) - set(REQUIRED) - set(OPTIONAL))
@@ -62,7 +64,9 @@ def load(sweep_file: Path, parameters: dict[str, Any]) -> Protocol | None:
         raise UserError(f"{path}: rows.parameter: '{rows['parameter']}' is not a parameter of {sweep_file}")
     if "parameter" not in rows and not ("metric" in rows and "values" in rows):
         raise UserError(f"{path}: rows: give parameter: <a sweep parameter>, or metric: <key with {{row}}> and values")
-    select = [raw["select"]] if isinstance(raw["select"], str) else list(raw["select"])
+    select = [raw["select"]] if isinstance(raw["select"], str) else list(raw["select"] or [])
+    if raw.get("capacity") is not None and "parameter" not in rows:
+        raise UserError(f"{path}: capacity: needs rows.parameter, a sweep parameter whose values are numbers")
     return Protocol(
         path,
         raw["title"],
@@ -74,6 +78,8 @@ def load(sweep_file: Path, parameters: dict[str, Any]) -> Protocol | None:
         raw.get("fail_above"),
         raw.get("note", ""),
         raw.get("percent", True),
+        raw.get("digits", 1),
+        raw.get("capacity"),
     )
 
 
@@ -82,10 +88,21 @@ def _figures(path: Path, key: str) -> dict[str, Any]:
     file = path.with_name(FIGURES_FILE)
     if not file.is_file():
         raise UserError(f"{path}: figures: no {FIGURES_FILE} beside it to hold '{key}'")
-    entries = yaml.safe_load(file.read_text()) or {}
+    entries = _yaml(file)
     if key not in entries:
         raise UserError(f"{path}: figures: '{key}' is not an entry of {file} (it has {', '.join(entries)})")
     entry = entries[key]
     if "source" not in entry:
         raise UserError(f"{file}: {key}: no source: every published figure says where it was read")
     return {"rows": {}, "summary": {}} | entry
+
+
+def _yaml(path: Path) -> Any:
+    """The file's YAML; a syntax error stops in one line naming the file and line."""
+    try:
+        return yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(err, "problem", None) or "not valid YAML"
+        raise UserError(f"{where}: {problem} (quote a value that holds ': ')") from None

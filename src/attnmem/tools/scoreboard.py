@@ -128,12 +128,16 @@ def _rows(proto: Protocol, saved: dict[str, Any], jobs: list[dict[str, Any]], sw
     for label, members in groups.items():
         row = Row(label, len(members), planned[label], paper=proto.figures["rows"].get(_key(label)))
         if members:
-            job, value = min(members, key=lambda m: tuple(m[0][k] for k in proto.select) + (int(m[0]["job"]),))
             values = [v for _, v in members]
+            row.mean, row.std = statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+            if not proto.select:  # no selection rule: ours is the mean over seeds
+                row.ours, row.chosen = row.mean, "mean of seeds"
+                rows.append(row)
+                continue
+            job, value = min(members, key=lambda m: tuple(m[0][k] for k in proto.select) + (int(m[0]["job"]),))
             n = _examples(sweep_dir / job["job"], split)
             row.ours, row.chosen = value, _differing(saved, job, proto.rows.get("parameter"))
             row.se = math.sqrt(value * (1 - value) / (n / per_row_examples)) if n and proto.percent else None
-            row.mean, row.std = statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
         rows.append(row)
     return rows
 
@@ -159,13 +163,15 @@ def _header(table: Table) -> list[str]:
     split = proto.metric.split("/")[0]
     where = "validation carved from the training data (the test files are withheld)" if split == "val" else split
     rule = ", then ".join(f"`{key}`" for key in proto.select)
+    chosen = f"per row the job lowest in {rule} (the paper's rule; never chosen by validation)" if rule else (
+        "per row the mean over seeds (no selection)"
+    )
     return [
         f"## {proto.title}{status}",
         "",
         f"Paper: {proto.paper}. Published figures: {figures['source']} ({figures.get('split', 'test')} "
         f"{figures.get('metric', '')}).",
-        f"Ours: `{proto.metric}`{' in %' if proto.percent else ''}, {where}; per row the job lowest in {rule} "
-        "(the paper's rule; never chosen by validation).",
+        f"Ours: `{proto.metric}`{' in %' if proto.percent else ''}, {where}; {chosen}.",
         f"Command: `{table.command}`; a row's run: `python train.py` with the sweep's overrides and those in its "
         "*run* column.",
         "",
@@ -178,16 +184,16 @@ def markdown(table: Table) -> str:
     """One protocol's section: how it was made, the table, and its summary lines."""
     proto, rows = table.protocol, table.rows
     done = [r for r in rows if r.ours is not None]
-    k = 100 if proto.percent else 1
+    k, d = 100 if proto.percent else 1, proto.digits
     lines = _header(table)
     for r in rows:
         failed = " ✗" if r.ours is not None and _failed(proto, r.ours) else ""
-        spread = f"{_pct(r.mean, scale=k)} ± {_pct(r.std, scale=k)}" if r.mean is not None else ""
+        spread = f"{_pct(r.mean, d, k)} ± {_pct(r.std, d, k)}" if r.mean is not None else ""
         diff = f"{k * r.ours - r.paper:+.1f}" if r.ours is not None and r.paper is not None else ""
         paper = "" if r.paper is None else f"{r.paper:.1f}"
         seeds = f"{r.seeds}" if r.seeds == r.planned else f"{r.seeds} of {r.planned}"
         lines.append(
-            f"| {r.label} | {_pct(r.ours, scale=k)}{failed} | {_pct(r.se)} | {r.chosen} | {spread} | {seeds} | "
+            f"| {r.label} | {_pct(r.ours, d, k)}{failed} | {_pct(r.se)} | {r.chosen} | {spread} | {seeds} | "
             f"{paper} | {diff} |"
         )
     lines += ["", *_summary(table, done)]
@@ -214,7 +220,8 @@ def _summary(table: Table, done: list[Row]) -> list[str]:
     if paper is not None:
         basis = "the same rows" if len(paper_rows) == n else f"the paper's {figures['summary'].get('over', 'rows')}"
         line += f"; paper {paper:.1f}{unit} ({basis}); difference {k * ours - paper:+.1f}"
-    lines = [line, *([f"- Paper: {figures['summary']['text'].strip()}"] if "text" in figures["summary"] else [])]
+    lines = [line] if proto.capacity is None else []  # a mean over a curve's rows says nothing
+    lines += [f"- Paper: {figures['summary']['text'].strip()}"] if "text" in figures["summary"] else []
     if proto.fail_above is not None:
         ours_failed = sum(_failed(proto, r.ours) for r in done)
         paper_failed = (
@@ -224,11 +231,30 @@ def _summary(table: Table, done: list[Row]) -> list[str]:
             f"- Rows above {_pct(proto.fail_above, 0)}% error (failed, as the papers count them): "
             f"ours {ours_failed} of {n}" + ("" if paper_failed is None else f", paper {paper_failed}")
         )
+    if proto.capacity is not None:
+        paper_capacity = figures["summary"].get("capacity")
+        lines.append(
+            f"- Capacity, the `{proto.rows['parameter']}` where the mean over seeds falls below {proto.capacity} "
+            f"(linear between rows): ours **{capacity(done, proto.capacity)}**"
+            + ("" if paper_capacity is None else f", paper {paper_capacity}")
+        )
     if table.seconds:
         lines.append(f"- Wall time of the sweep: {table.seconds / 60:.0f} min.")
     if proto.note:
         lines.append(f"- {proto.note.strip()}")
     return lines
+
+
+def capacity(rows: list[Row], threshold: float) -> str:
+    """Where the rows' mean, in the order of their numeric labels, first falls below `threshold`, interpolated."""
+    points = sorted((float(r.label), r.mean) for r in rows if r.mean is not None)
+    for i, (x, mean) in enumerate(points):
+        if mean < threshold:
+            if i == 0:
+                return f"below {x:g}"
+            x0, m0 = points[i - 1]
+            return f"{x0 + (x - x0) * (m0 - threshold) / (m0 - mean):.3f}"
+    return f"above {points[-1][0]:g}"
 
 
 def newest_runs(root: Path, log_dir: Path) -> list[tuple[Path, Path | None]]:
