@@ -88,6 +88,26 @@ def test_resume_refuses_options_it_cannot_apply_and_records_those_it_can(compose
     assert json.loads((out / "metrics.json").read_text())["epoch"] == 3
 
 
+def test_a_run_made_before_an_option_existed_resumes_with_its_default_and_says_so(compose_cfg, tmp_path, capsys):
+    out = _unfinished(compose_cfg, tmp_path)
+    recorded = json.loads((out / "manifest.json").read_text())
+    del recorded["config"]["replicas"], recorded["config"]["callbacks"]["curriculum"]  # as an older version wrote it
+    finite_loss, recorded["config"]["callbacks"]["finite_loss"] = recorded["config"]["callbacks"][
+        "finite_loss"], None  # an option it had, switched off: switching it on is still refused
+    (out / "manifest.json").write_text(json.dumps(recorded))
+    with pytest.raises(UserError, match=r"cannot change callbacks.finite_loss._target_: None -> "):
+        run.train(compose_cfg(*TINY, "trainer.max_epochs=3", "resume=auto", run_dir=out))
+    recorded["config"]["callbacks"]["finite_loss"] = finite_loss
+    (out / "manifest.json").write_text(json.dumps(recorded))
+    run.train(compose_cfg(*TINY, "trainer.max_epochs=3", "resume=auto", run_dir=out))
+    note = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: ")]
+    assert note == [f"note: {out} started before these options existed; resuming with their defaults: "
+                    "callbacks.curriculum._target_=attnmem.callbacks.curriculum.CurriculumCallback, replicas=1"]
+    (resumed,) = json.loads((out / "manifest.json").read_text())["resumes"]
+    assert resumed["changed"]["replicas"] == {"old": None, "new": 1, "new_option": True}
+    assert json.loads((out / "metrics.json").read_text())["epoch"] == 3
+
+
 def test_tensorboard_and_learning_curves_keep_the_epochs_before_a_resume(compose_cfg, tmp_path, monkeypatch):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

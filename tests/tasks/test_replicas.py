@@ -81,6 +81,9 @@ def test_memn2n_replicas_reproduce_single_runs(memn2n):
         assert metrics[f"replicas/{r}/val/loss"] == pytest.approx(single["val/loss"], rel=1e-5)
         assert metrics[f"replicas/{r}/test/acc"] == single["test/acc"]
     assert len({s["val/loss"] for _, s in singles}) == R  # three different runs
+    root = memn2n[0]
+    examples = [json.loads((root / d / "manifest.json").read_text())["examples"] for d in ("seed0", "replicas")]
+    assert examples[1] == examples[0] and set(examples[0]) == {"train", "val", "test"}  # the scoreboard's SE needs n
 
 
 def test_metrics_report_the_selected_replica_every_replica_and_their_spread(memn2n):

@@ -4,7 +4,8 @@ A checkpoint restores the weights, the optimizer and its schedule, the callbacks
 states, so most options of a resumed run cannot change: a changed learning rate would be overwritten by
 the optimizer's restored one while the config and manifest said otherwise. A resume that changes such an
 option is refused, naming the key with its old and new value. Options that only say how long to train,
-on what hardware, or how to show and log it apply as given, and the manifest records them.
+on what hardware, or how to show and log it apply as given, and the manifest records them. So do options
+the run's code did not have when it started (added by a later version), with their defaults: a note names them.
 """
 
 from __future__ import annotations
@@ -69,7 +70,10 @@ def changes(run_dir: Path, cfg: DictConfig) -> dict[str, dict[str, Any]]:
         for k in sorted(started.keys() | now.keys())
         if started.get(k) != now.get(k) and not k.startswith(("hydra", "resume", "ckpt_path"))
     }
-    refused = {k: v for k, v in changed.items() if not k.startswith(ALLOWED)}
+    for key in changed:
+        if key not in started and not any(p in started for p in _ancestors(key)):
+            changed[key]["new_option"] = True  # the run's code did not have it: its default applies
+    refused = {k: v for k, v in changed.items() if not k.startswith(ALLOWED) and "new_option" not in v}
     if refused:
         key = next(iter(refused))
         shown = ", ".join(f"{k}: {v['old']} -> {v['new']}" for k, v in refused.items())
@@ -79,6 +83,17 @@ def changes(run_dir: Path, cfg: DictConfig) -> dict[str, dict[str, Any]]:
             f"{run_dir}/.hydra/config.yaml), or train with the new ones in a new hydra.run.dir"
         )
     return changed
+
+
+def _ancestors(key: str) -> list[str]:
+    """`a.b.c` -> [`a`, `a.b`]: the options a flat key lies under."""
+    parts = key.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def new_options(changed: dict[str, dict[str, Any]]) -> list[str]:
+    """The keys of `changed` that the resumed run's code did not have (options added since it started)."""
+    return [k for k, v in changed.items() if v.get("new_option")]
 
 
 def _started_with(run_dir: Path) -> dict[str, Any] | None:

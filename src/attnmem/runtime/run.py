@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -109,6 +110,9 @@ def train(cfg: DictConfig) -> float | None:
         ckpt_path = _resume_path(cfg, out_dir)
         resuming = ckpt_path is not None and Path(ckpt_path).resolve().is_relative_to(out_dir.resolve())
         changed = resume.changes(out_dir, cfg) if resuming else {}
+        if added := resume.new_options(changed):
+            print(f"note: {out_dir} started before these options existed; resuming with their defaults: "
+                  + ", ".join(f"{k}={changed[k]['new']}" for k in added), file=sys.stderr)
         checkpoint.allow_checkpoint_globals()
         wandb_run.continue_run(cfg, ckpt_path)
         console.print_config_tree(cfg)

@@ -82,6 +82,11 @@ class ReplicaLoader:
         return len(self.loaders[0])  # type: ignore[arg-type]
 
     @property
+    def dataset(self) -> Any:
+        """The dataset every replica shuffles (what the manifest counts as the split's examples)."""
+        return getattr(self.loaders[0], "dataset", None)
+
+    @property
     def sampler(self) -> ReplicaLoader:
         """Lightning gives each epoch's number to `loader.sampler.set_epoch`: here, to `set_epoch`."""
         return self
@@ -115,6 +120,11 @@ class SharedLoader:
 
     def __len__(self) -> int:
         return len(self.loader)  # type: ignore[arg-type]
+
+    @property
+    def dataset(self) -> Any:
+        """The dataset every replica reads."""
+        return getattr(self.loader, "dataset", None)
 
     def __iter__(self) -> Iterator[Any]:
         # a generator, so Lightning's check that the loader is iterable draws nothing; a DataLoader's iterator

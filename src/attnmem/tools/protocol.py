@@ -14,7 +14,7 @@ from attnmem.core.errors import UserError
 
 FIGURES_FILE = "figures.yaml"
 REQUIRED = ("title", "paper", "figures", "rows", "metric", "select")
-OPTIONAL = ("fail_above", "note", "percent", "digits", "capacity")
+OPTIONAL = ("fail_above", "note", "percent", "digits", "capacity", "mean")
 
 
 @dataclass
@@ -33,6 +33,7 @@ class Protocol:
     percent: bool = True  # the metric is a rate, shown in %, with a binomial standard error
     digits: int = 1  # decimals shown
     capacity: float | None = None  # the summary gives the row value (a number) where the mean falls below this
+    mean: bool = True  # the summary's mean over rows (tasks); false where rows are settings or models
 
     def row_keys(self) -> list[str]:
         """The metric keys a job must have: every row's for rows read from metrics, else `metric`."""
@@ -80,6 +81,7 @@ def load(sweep_file: Path, parameters: dict[str, Any]) -> Protocol | None:
         raw.get("percent", True),
         raw.get("digits", 1),
         raw.get("capacity"),
+        raw.get("mean", raw.get("capacity") is None),
     )
 
 

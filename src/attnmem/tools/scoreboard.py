@@ -220,7 +220,7 @@ def _summary(table: Table, done: list[Row]) -> list[str]:
     if paper is not None:
         basis = "the same rows" if len(paper_rows) == n else f"the paper's {figures['summary'].get('over', 'rows')}"
         line += f"; paper {paper:.1f}{unit} ({basis}); difference {k * ours - paper:+.1f}"
-    lines = [line] if proto.capacity is None else []  # a mean over a curve's rows says nothing
+    lines = [line] if proto.mean else []  # a mean over a curve's points or over models says nothing
     lines += [f"- Paper: {figures['summary']['text'].strip()}"] if "text" in figures["summary"] else []
     if proto.fail_above is not None:
         ours_failed = sum(_failed(proto, r.ours) for r in done)
