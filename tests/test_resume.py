@@ -16,13 +16,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 from conftest import FAST, one_line
+from omegaconf import OmegaConf
 from test_configs import _data_overrides
 from test_run_dir_integrity import _digest, _guard_refuses, _hydra_cfg
 
 from attnmem.callbacks import plots
 from attnmem.callbacks.early_stopping import EarlyStopping
 from attnmem.core.errors import UserError
-from attnmem.runtime import checkpoint, load, run, run_lock
+from attnmem.runtime import checkpoint, load, resume, run, run_lock
 
 # 60 questions in batches of 32: two steps an epoch
 TINY = [*FAST, "data.source.num_train=60", "data.source.num_val=20", "data.source.num_test=20", "data.batch_size=32"]
@@ -89,23 +90,22 @@ def test_resume_refuses_options_it_cannot_apply_and_records_those_it_can(compose
 
 
 def test_a_run_made_before_an_option_existed_resumes_with_its_default_and_says_so(compose_cfg, tmp_path, capsys):
-    out = _unfinished(compose_cfg, tmp_path)
-    recorded = json.loads((out / "manifest.json").read_text())
-    del recorded["config"]["replicas"], recorded["config"]["callbacks"]["curriculum"]  # as an older version wrote it
-    finite_loss, recorded["config"]["callbacks"]["finite_loss"] = recorded["config"]["callbacks"][
-        "finite_loss"], None  # an option it had, switched off: switching it on is still refused
-    (out / "manifest.json").write_text(json.dumps(recorded))
+    cfg = compose_cfg(*TINY, "trainer.max_epochs=3", "resume=auto")
+    recorded = OmegaConf.to_container(cfg, resolve=False)
+    del recorded["replicas"], recorded["callbacks"]["curriculum"]  # as an older version recorded its config
+    recorded["callbacks"]["finite_loss"] = None  # an option it had, switched off: switching it on is refused
+    (tmp_path / "manifest.json").write_text(json.dumps({"config": recorded}))
     with pytest.raises(UserError, match=r"cannot change callbacks.finite_loss._target_: None -> "):
-        run.train(compose_cfg(*TINY, "trainer.max_epochs=3", "resume=auto", run_dir=out))
-    recorded["config"]["callbacks"]["finite_loss"] = finite_loss
-    (out / "manifest.json").write_text(json.dumps(recorded))
-    run.train(compose_cfg(*TINY, "trainer.max_epochs=3", "resume=auto", run_dir=out))
-    note = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: ")]
-    assert note == [f"note: {out} started before these options existed; resuming with their defaults: "
-                    "callbacks.curriculum._target_=attnmem.callbacks.curriculum.CurriculumCallback, replicas=1"]
-    (resumed,) = json.loads((out / "manifest.json").read_text())["resumes"]
-    assert resumed["changed"]["replicas"] == {"old": None, "new": 1, "new_option": True}
-    assert json.loads((out / "metrics.json").read_text())["epoch"] == 3
+        resume.changes(tmp_path, cfg)
+    recorded["callbacks"]["finite_loss"] = OmegaConf.to_container(cfg.callbacks.finite_loss)
+    (tmp_path / "manifest.json").write_text(json.dumps({"config": recorded}))
+    assert resume.changes(tmp_path, cfg)["replicas"] == {"old": None, "new": 1, "new_option": True}
+    assert capsys.readouterr().err == ""  # the run-directory guard checks without a note; the run itself says it
+    resume.changes(tmp_path, cfg, note=True)
+    assert capsys.readouterr().err == (
+        f"note: {tmp_path} started before these options existed; resuming with their defaults: "
+        "callbacks.curriculum._target_=attnmem.callbacks.curriculum.CurriculumCallback, replicas=1\n"
+    )
 
 
 def test_tensorboard_and_learning_curves_keep_the_epochs_before_a_resume(compose_cfg, tmp_path, monkeypatch):

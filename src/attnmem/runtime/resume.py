@@ -11,6 +11,7 @@ the run's code did not have when it started (added by a later version), with the
 from __future__ import annotations
 
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +59,9 @@ WHY = {
 }
 
 
-def changes(run_dir: Path, cfg: DictConfig) -> dict[str, dict[str, Any]]:
+def changes(run_dir: Path, cfg: DictConfig, *, note: bool = False) -> dict[str, dict[str, Any]]:
     """The options `cfg` changes from those `run_dir`'s run started with, as {key: {old, new}}; stop with one
-    line on a change a resume cannot apply."""
+    line on a change a resume cannot apply; with `note`, name in one line the options added since it started."""
     started = _started_with(run_dir)
     if started is None:
         return {}
@@ -82,6 +83,10 @@ def changes(run_dir: Path, cfg: DictConfig) -> dict[str, dict[str, Any]]:
             f"resume=auto cannot change {shown} ({why}): resume with the run's own values (see "
             f"{run_dir}/.hydra/config.yaml), or train with the new ones in a new hydra.run.dir"
         )
+    added = [f"{k}={v['new']}" for k, v in changed.items() if v.get("new_option")]
+    if note and added:
+        print(f"note: {run_dir} started before these options existed; resuming with their defaults: "
+              + ", ".join(added), file=sys.stderr)
     return changed
 
 
@@ -89,11 +94,6 @@ def _ancestors(key: str) -> list[str]:
     """`a.b.c` -> [`a`, `a.b`]: the options a flat key lies under."""
     parts = key.split(".")
     return [".".join(parts[:i]) for i in range(1, len(parts))]
-
-
-def new_options(changed: dict[str, dict[str, Any]]) -> list[str]:
-    """The keys of `changed` that the resumed run's code did not have (options added since it started)."""
-    return [k for k, v in changed.items() if v.get("new_option")]
 
 
 def _started_with(run_dir: Path) -> dict[str, Any] | None:

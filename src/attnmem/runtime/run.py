@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -109,10 +108,7 @@ def train(cfg: DictConfig) -> float | None:
     with run_lock.held(out_dir):
         ckpt_path = _resume_path(cfg, out_dir)
         resuming = ckpt_path is not None and Path(ckpt_path).resolve().is_relative_to(out_dir.resolve())
-        changed = resume.changes(out_dir, cfg) if resuming else {}
-        if added := resume.new_options(changed):
-            print(f"note: {out_dir} started before these options existed; resuming with their defaults: "
-                  + ", ".join(f"{k}={changed[k]['new']}" for k in added), file=sys.stderr)
+        changed = resume.changes(out_dir, cfg, note=True) if resuming else {}
         checkpoint.allow_checkpoint_globals()
         wandb_run.continue_run(cfg, ckpt_path)
         console.print_config_tree(cfg)
