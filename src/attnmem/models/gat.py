@@ -68,8 +68,8 @@ class GAT(nn.Module):
     then an output layer of `output_heads` heads of `num_classes` features, averaged (eq. 6), as logits.
     The score e(W h_i, W h_j) comes from the `attention` group; the paper's, LeakyReLU(aᵀ[W h_i ‖ W h_j])
     (eq. 3), is `attention=leaky_concat`, this model's default. Dropout `dropout` on both layers' inputs
-    and on α. Attention runs edge by edge (`attention.attend_edges`): O(E) memory per head, as the
-    reference code's sparse version. `Output.attention` holds α of each layer, a sparse (K, N, N) tensor.
+    and on α. Attention runs edge by edge (`attention.attend_edges`): O(E) memory per head, not O(N²).
+    `Output.attention` holds α of each layer, a sparse (K, N, N) tensor.
     """
 
     families: ClassVar[tuple[str, ...]] = ("graph",)

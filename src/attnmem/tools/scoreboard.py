@@ -132,12 +132,11 @@ def _rows(proto: Protocol, saved: dict[str, Any], jobs: list[dict[str, Any]], sw
             row.mean, row.std = statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
             if not proto.select:  # no selection rule: ours is the mean over seeds
                 row.ours, row.chosen = row.mean, "mean of seeds"
-                rows.append(row)
-                continue
-            job, value = min(members, key=lambda m: tuple(m[0][k] for k in proto.select) + (int(m[0]["job"]),))
-            n = _examples(sweep_dir / job["job"], split)
-            row.ours, row.chosen = value, _differing(saved, job, proto.rows.get("parameter"))
-            row.se = math.sqrt(value * (1 - value) / (n / per_row_examples)) if n and proto.percent else None
+            else:
+                job, value = min(members, key=lambda m: tuple(m[0][k] for k in proto.select) + (int(m[0]["job"]),))
+                n = _examples(sweep_dir / job["job"], split)
+                row.ours, row.chosen = value, _differing(saved, job, proto.rows.get("parameter"))
+                row.se = math.sqrt(value * (1 - value) / (n / per_row_examples)) if n and proto.percent else None
         rows.append(row)
     return rows
 
