@@ -71,10 +71,12 @@ class DNCCore(nn.Module):
         `steps (B, T)` bool, when given, marks the real steps: at a padding step a sequence keeps its state.
         """
         state = self.initial_state(inputs.shape[0], inputs)
-        x_gates = self.input_proj(inputs)  # (B, T, 4C): one matmul for the whole sequence
+        # (B, T, 4C): one matmul for the whole sequence, unbound once (indexing [:, t] would make each
+        # step's backward fill a zero (B, T, 4C) gradient: O(T²))
+        x_gates = self.input_proj(inputs).unbind(1)
         features, states = [], []
-        for t in range(inputs.shape[1]):
-            new = self.step(x_gates[:, t], state)
+        for t, x_t in enumerate(x_gates):
+            new = self.step(x_t, state)
             state = new if steps is None else _where(steps[:, t], new, state)
             features.append(torch.cat([state.hidden, state.memory.reads.flatten(1)], -1))
             states.append(state)

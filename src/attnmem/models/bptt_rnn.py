@@ -19,10 +19,10 @@ def rnn_forward(
     inputs: Tensor, h0: Tensor, w_xh: Tensor, w_hh: Tensor, b: Tensor, w_hy: Tensor, c: Tensor
 ) -> tuple[Tensor, Tensor]:
     """The forward recursion: states `h (B, T, H)` (eq. 1) and logits `y (B, T, O)` (eq. 2) of `inputs (B, T, I)`."""
-    x_proj = inputs @ w_xh.T + b  # (B, T, H): W_xh x_t + b for every step at once
+    x_proj = (inputs @ w_xh.T + b).unbind(1)  # (B, H) per step: W_xh x_t + b for every step at once
     h, states = h0, []
-    for t in range(inputs.shape[1]):
-        h = torch.tanh(x_proj[:, t] + h @ w_hh.T)  # (B, H), eq. 1
+    for x_t in x_proj:
+        h = torch.tanh(x_t + h @ w_hh.T)  # (B, H), eq. 1
         states.append(h)
     hs = torch.stack(states, 1)  # (B, T, H)
     return hs, hs @ w_hy.T + c  # eq. 2

@@ -184,10 +184,10 @@ class NTM(nn.Module):
 
     def run_chunk(self, x: Tensor, state: NTMState) -> tuple[Output, NTMState]:
         """Logits and weightings of `x (B, T, I)` from `state`, and the state after the last step."""
-        x_gates = self.input_proj(x)  # (B, T, G): one matmul for the whole sequence
+        x_gates = self.input_proj(x).unbind(1)  # (B, G) per step: one matmul, one backward (no [:, t] per step)
         hs, reads, attention = [], [], []
-        for t in range(x.shape[1]):
-            state = self.step(x_gates[:, t], state)
+        for x_t in x_gates:
+            state = self.step(x_t, state)
             hs.append(state.hidden)
             reads.append(state.reads.flatten(1))
             attention.append(state.weightings)
