@@ -159,6 +159,24 @@ def test_the_command_writes_the_newest_run_of_each_protocol(tmp_path, monkeypatc
     assert "warning:" in capsys.readouterr().err  # the partial job, on the terminal too
 
 
+def test_a_protocol_whose_runs_are_elsewhere_keeps_its_table(tmp_path, monkeypatch, capsys):
+    per_task_run(tmp_path)
+    sweep_files(tmp_path, name="other", title="Another paper")  # ran on another machine: its table is kept
+    sweep_files(tmp_path, name="third", title="A third paper")  # never ran anywhere
+    other = "## Another paper (incomplete: 1 of 2 jobs finished)\n\n| row | ours |\n|---:|---:|\n| 1 | 2.0 |\n"
+    board = tmp_path / "board.md"
+    board.write_text(f"# Scoreboard\n\n## Tiny per task\n\nan old table\n\n{other}\n## A third paper (not run on this "
+                     "machine yet)\n\nold\n")
+    monkeypatch.chdir(tmp_path)
+    scoreboard.main(["--out", "board.md"])
+    text = board.read_text()
+    assert "an old table" not in text and "| 2 | 30.0 ✗ |" in text  # the run here replaces its old table
+    assert "\n" + other in text and text.index("## Another paper") < text.index("## A third paper")
+    assert "## A third paper (not run on this machine yet)\n\nPaper: Someone et al." in text
+    err = capsys.readouterr().err
+    assert "kept: Another paper: no sweep of sweeps/paper/other.yaml on this machine" in err and "third" not in err
+
+
 @pytest.mark.parametrize(
     ("changes", "expected"),
     [

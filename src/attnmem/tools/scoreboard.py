@@ -2,7 +2,8 @@
 
     python -m attnmem.tools.scoreboard [SWEEP_DIR ...] [--out docs/scoreboard.md]
 
-With no directory, each protocol of `sweeps/paper/` contributes its newest sweep under `outputs/sweeps/<name>/`.
+With no directory, each protocol of `sweeps/paper/` contributes its newest sweep under `outputs/sweeps/<name>/`;
+one with no sweep on this machine keeps the table the scoreboard already had (its runs are where they ran).
 A table has a row per task (or setting): ours chosen by the paper's rule (e.g. the seed with the lowest
 training error), its standard error, mean ± std over seeds, the paper's figure and the difference; jobs
 that did not finish are counted and the table is marked incomplete.
@@ -30,6 +31,7 @@ from attnmem.tools.sweep_report import load_rows
 
 PROTOCOLS = Path("sweeps/paper")
 OUT = Path("docs/scoreboard.md")
+NOT_RUN = " (not run on this machine yet)"
 
 
 @dataclass
@@ -269,11 +271,19 @@ def newest_runs(root: Path, log_dir: Path) -> list[tuple[Path, Path | None]]:
     return found
 
 
+def _protocol(sweep_file: Path) -> Protocol:
+    return protocols.load(sweep_file, yaml.safe_load(sweep_file.read_text())["parameters"])
+
+
+def _title(sweep_file: Path) -> str:
+    return _protocol(sweep_file).title
+
+
 def not_run(sweep_file: Path) -> str:
     """The section of a protocol with no run yet: what it compares with, and the command that runs it."""
-    proto = protocols.load(sweep_file, yaml.safe_load(sweep_file.read_text())["parameters"])
+    proto = _protocol(sweep_file)
     lines = [
-        f"## {proto.title} (not run on this machine yet)",
+        f"## {proto.title}{NOT_RUN}",
         "",
         f"Paper: {proto.paper}. Published figures: {proto.figures['source']}.",
         f"Command: `python -m attnmem.tools.sweep {sweep_file}` (the comments of the file give its data options).",
@@ -288,10 +298,26 @@ def not_run(sweep_file: Path) -> str:
     return "\n".join([*lines, *([f"{proto.note.strip()}"] if proto.note else [])]) + "\n"
 
 
+def kept_section(out: Path, title: str) -> str | None:
+    """The table titled `title` (complete or not) in the scoreboard at `out`, if it has one."""
+    if not out.is_file():
+        return None
+    for section in ("\n" + out.read_text()).split("\n## ")[1:]:
+        line = section.split("\n", 1)[0]
+        if (line == title or line.startswith(f"{title} (")) and not line.endswith(NOT_RUN):
+            return "## " + section.rstrip("\n") + "\n"
+    return None
+
+
 def write(entries: list[tuple[Path, Path | None]], out: Path) -> str:
-    """Build every table (a section for each protocol not run yet) and write the scoreboard; return its text."""
+    """Build every table and write the scoreboard; return its text.
+
+    A protocol whose sweep is not on this machine keeps its table from the scoreboard at `out` (the run directories
+    stay where they ran); one that has no table anywhere gets a section with the paper's figures and its command.
+    """
     tables = [build(d) for _, d in entries if d is not None]
-    if not tables:
+    old = {f: kept_section(out, _title(f)) for f, d in entries if d is None}
+    if not tables and not any(old.values()):
         raise UserError(
             f"no protocol run to put on the scoreboard ({len(entries)} protocols, none has a sweep "
             "directory): run a sweep of sweeps/paper/ first"
@@ -301,9 +327,15 @@ def write(entries: list[tuple[Path, Path | None]], out: Path) -> str:
         "edit by hand.\n✗: a row above the protocol's failure threshold. SE: the binomial standard error of "
         "the selected figure, √(p(1 − p)/n) over its n validation questions.\n"
     )
-    text = head + "".join("\n" + markdown(t) for t in tables)
-    text += "".join("\n" + not_run(f) for f, d in entries if d is None)
+    built = iter(tables)
+    sections = [markdown(next(built)) if d is not None else old[f] for f, d in entries if d is not None or old[f]]
+    text = head + "".join("\n" + s for s in sections)
+    text += "".join("\n" + not_run(f) for f, d in entries if d is None and not old[f])
     atomic.write_text(out, text)
+    for f, section in old.items():
+        if section:
+            print(f"kept: {_title(f)}: no sweep of {f} on this machine, its table is the one {out} had",
+                  file=sys.stderr)
     for t in tables:
         for problem in t.problems:
             print(f"warning: {problem}", file=sys.stderr)
