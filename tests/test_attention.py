@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnmem.attention import Additive, Bilinear, Cosine, Dot, MultiHead, ScaledDot, attend
+from attnmem.attention import Additive, Bilinear, Cosine, Dot, LeakyConcat, MultiHead, ScaledDot, Trilinear, attend
 
 torch.set_num_threads(1)
 
@@ -204,3 +204,27 @@ def test_each_head_attends_with_its_own_additive_score():
 def test_bad_sizes_name_the_option(build, option):
     with pytest.raises(ValueError, match=option.replace("(", r"\(").replace(")", r"\)")):
         build()
+
+
+SCORES = [Dot, ScaledDot, Bilinear, Additive, Cosine, LeakyConcat, Trilinear]
+
+
+@pytest.mark.parametrize("score_cls", SCORES)
+def test_every_score_reads_2d_query_and_keys_as_one_batch(score_cls):
+    torch.manual_seed(0)
+    score = score_cls(query_dim=4, key_dim=4)
+    query, keys = torch.randn(3, 4), torch.randn(5, 4)
+    flat = score(query, keys)
+    assert flat.shape == (3, 5)
+    torch.testing.assert_close(flat, score(query.unsqueeze(0), keys.unsqueeze(0)).squeeze(0), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("score_cls", SCORES)
+def test_scores_linear_in_the_query_say_so(score_cls):
+    torch.manual_seed(0)
+    score = score_cls(query_dim=4, key_dim=4)
+    query, keys = torch.randn(2, 3, 4), torch.randn(2, 5, 4)
+    linear = getattr(score, "linear_in_query", False)
+    assert linear == (score_cls in (Dot, ScaledDot, Bilinear))
+    scaled, times = score(2.5 * query, keys), 2.5 * score(query, keys)
+    assert torch.allclose(scaled, times, rtol=1e-5, atol=1e-5) == linear

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from attnmem.attention import Cosine, Dot
-from attnmem.blocks.hopfield import HopfieldLayer, HopfieldPooling
+from attnmem.attention import Additive, Bilinear, Cosine, Dot
+from attnmem.blocks.hopfield import HopfieldLayer, HopfieldPooling, Tempered
 from attnmem.data.patterns import make_probes, random_patterns
 from attnmem.models.hopfield import Hopfield, async_sweep, energy, hebbian, sync_step
 from attnmem.models.modern_hopfield import ModernHopfield
@@ -188,3 +188,67 @@ def test_modern_retrieval_skips_energies_while_training_and_reuses_each_states_s
     assert torch.allclose(full.energy[:, 0], net.energy(probes)) and torch.allclose(full.energy[:, -1], net.energy(full.pred))
     batch = {"probes": probes, "patterns": patterns}
     assert net.train()(batch).energy is None and net.eval()(batch).energy is not None
+
+
+@pytest.mark.parametrize("score_cls", [Dot, Bilinear, Cosine, Additive])
+def test_tempered_is_beta_times_the_score_in_values_and_gradients(score_cls):
+    torch.manual_seed(0)
+    score = score_cls(query_dim=4, key_dim=4)
+    tempered = Tempered(score, 3.0)
+    assert tempered.scales_query == getattr(score_cls, "linear_in_query", False)  # Dot, Bilinear: β scales q
+    query, keys = torch.randn(2, 3, 4, requires_grad=True), torch.randn(2, 5, 4)
+    got, want = tempered(query, keys), 3.0 * score(query, keys)  # (2, 3, 5)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-5)
+    inputs, upstream = [query, *score.parameters()], torch.randn_like(got)
+    for g, w in zip(torch.autograd.grad(got, inputs, upstream), torch.autograd.grad(want, inputs, upstream)):
+        torch.testing.assert_close(g, w, rtol=1e-6, atol=1e-5)
+
+
+def test_modern_one_step_is_the_bare_update_in_values_and_gradients():
+    torch.manual_seed(0)
+    patterns, probes = torch.randn(64, 16).sign(), torch.randn(8, 16)
+    net = ModernHopfield(size=16, num_patterns=64, score=Bilinear, beta=8.0).train()
+    out = net({"probes": probes, "patterns": patterns})
+    weight = net.score.score.weight
+    logits = 8.0 * probes @ weight @ patterns.T  # (B, K) β (qW) Xᵀ
+    pred = torch.softmax(logits, -1) @ patterns  # (B, N)
+    torch.testing.assert_close(out.scores, logits, rtol=0, atol=0)
+    torch.testing.assert_close(out.attention[0], torch.softmax(logits, -1), rtol=0, atol=0)
+    torch.testing.assert_close(out.pred, pred, rtol=0, atol=0)
+    assert out.energy is None and out.steps.dtype == torch.long
+    assert torch.equal(out.steps, ((pred - probes).norm(dim=-1) >= net.eps).long())
+    (got,) = torch.autograd.grad(out.pred.square().sum() + out.scores.logsumexp(-1).sum(), weight)
+    (want,) = torch.autograd.grad(pred.square().sum() + logits.logsumexp(-1).sum(), weight)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_modern_steps_count_the_updates_that_moved_each_probe():
+    torch.manual_seed(0)
+    patterns = torch.randn(6, 16).sign()
+    probes = torch.cat([patterns[:2], torch.randn(3, 16)])  # two fixed points, three that move
+    net = ModernHopfield(size=16, num_patterns=6, score=Dot, beta=2.0, update_steps=4)
+    net.store(patterns)
+    states, steps, weights = probes, torch.zeros(5, dtype=torch.long), []
+    for _ in range(4):  # eq. 3 by hand, stopping once no probe moves
+        weights.append(torch.softmax(2.0 * states @ patterns.T, -1))
+        new = weights[-1] @ patterns
+        moving = (new - states).norm(dim=-1) >= net.eps
+        steps, states = steps + moving, new
+        if not moving.any():
+            break
+    for out in (net.retrieve(probes), net.retrieve(probes, energies=False)):
+        assert torch.equal(out.steps, steps) and len(out.attention) == len(weights)
+        torch.testing.assert_close(out.pred, states, rtol=1e-6, atol=1e-6)
+    assert steps.tolist()[:2] == [0, 0] and (steps[2:] > 0).all()
+
+
+def test_modern_scores_and_states_stay_float32_under_autocast():
+    torch.manual_seed(0)
+    patterns, probes = torch.randn(32, 8).sign(), torch.randn(4, 8)
+    net = ModernHopfield(size=8, num_patterns=32, score=Bilinear, beta=8.0, update_steps=2)
+    net.store(patterns)
+    plain = net.retrieve(probes)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed = net.retrieve(probes)
+    assert mixed.scores.dtype == mixed.pred.dtype == mixed.energy.dtype == torch.float32
+    assert torch.equal(mixed.scores, plain.scores)  # β·score ran with autocast off

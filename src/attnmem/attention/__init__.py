@@ -1,15 +1,18 @@
 """Attention scoring functions and `attend`: the one place attention is computed.
 
-Every score maps `query (B, Tq, Dq)` and `keys (B, Tk, Dk)` to `scores (B, Tq, Tk)`.
+Every score maps `query (B, Tq, Dq)` and `keys (B, Tk, Dk)` to `scores (B, Tq, Tk)`, and 2-D `query (Tq, Dq)`
+and `keys (Tk, Dk)` to `(Tq, Tk)`.
 An `attention/*.yaml` config is a `_partial_` of one of these classes; a model calls it with
 the dimensions it needs: `score(query_dim=..., key_dim=...)`. `attend` reads dense keys (B, Tk);
-`attend_edges` (`edges.py`) a sparse set of pairs, a graph's edges.
+`attend_edges` (`edges.py`) a sparse set of pairs, a graph's edges. A score with `linear_in_query = True`
+(`Dot`, `ScaledDot`, `Bilinear`) satisfies score(c·q, k) = c·score(q, k): a temperature may scale the query.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -43,6 +46,8 @@ def _check_dims(name: str, query_dim: int, key_dim: int, *, equal: bool) -> None
 class Dot(nn.Module):
     """Dot-product score qᵀk (Luong et al. 2015, 'dot')."""
 
+    linear_in_query: ClassVar[bool] = True
+
     def __init__(self, query_dim: int, key_dim: int) -> None:
         super().__init__()
         _check_dims("Dot", query_dim, key_dim, equal=True)
@@ -53,6 +58,8 @@ class Dot(nn.Module):
 
 class ScaledDot(nn.Module):
     """Scaled dot-product score qᵀk / √d (Vaswani et al. 2017, eq. 1)."""
+
+    linear_in_query: ClassVar[bool] = True
 
     def __init__(self, query_dim: int, key_dim: int) -> None:
         super().__init__()
@@ -65,6 +72,8 @@ class ScaledDot(nn.Module):
 
 class Bilinear(nn.Module):
     """Bilinear score qᵀWk (Luong et al. 2015, 'general'); query and key widths may differ."""
+
+    linear_in_query: ClassVar[bool] = True
 
     def __init__(self, query_dim: int, key_dim: int) -> None:
         super().__init__()

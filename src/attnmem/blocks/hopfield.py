@@ -19,16 +19,23 @@ __all__ = ["HopfieldLayer", "HopfieldPooling", "Tempered"]
 
 
 class Tempered(nn.Module):
-    """A score times the inverse temperature β: β · score(q, k), the argument of the Hopfield softmax."""
+    """A score times the inverse temperature β: β · score(q, k), the argument of the Hopfield softmax.
+
+    A score linear in the query (`linear_in_query`) is called on β·q instead: the same value, one
+    multiplication over (B, Tq, Dq) rather than over the (B, Tq, Tk) scores, forward and backward.
+    """
 
     def __init__(self, score: nn.Module, beta: float) -> None:
         super().__init__()
         if beta <= 0:
             raise ValueError(f"beta must be > 0, got {beta}")
         self.score, self.beta = score, beta
+        self.scales_query: bool = getattr(score, "linear_in_query", False)
 
     @in_float32  # a large β would amplify 16-bit rounding of the scores
     def forward(self, query: Tensor, keys: Tensor) -> Tensor:
+        if self.scales_query:
+            return self.score(self.beta * query, keys)  # (B, Tq, Tk) score(βq, k) = β·score(q, k)
         return self.beta * self.score(query, keys)  # (B, Tq, Tk)
 
 

@@ -16,7 +16,6 @@ from torch import Tensor, nn
 from attnmem.attention import softmax
 from attnmem.blocks.hopfield import Tempered
 from attnmem.blocks.output import Retrieval
-from attnmem.core.float32 import in_float32
 
 __all__ = ["ModernHopfield"]
 
@@ -56,10 +55,9 @@ class ModernHopfield(nn.Module):
         self.patterns.copy_(patterns)
         self.stored.fill_(True)
 
-    @in_float32  # the log-sum-exp and ½ξᵀξ are sums over many terms; the update reads the same scores
     def similarities(self, states: Tensor) -> Tensor:
-        """β·score(ξ, X) of `states (B, N)` against the stored patterns: (B, K)."""
-        return self.score(states.unsqueeze(0), self.patterns.unsqueeze(0)).squeeze(0)
+        """β·score(ξ, X) of `states (B, N)` against the stored patterns, in float32 (`Tempered`): (B, K)."""
+        return self.score(states, self.patterns)  # (B, K) a score reads 2-D queries and keys as one batch
 
     def energy(self, states: Tensor, similarities: Tensor | None = None) -> Tensor:
         """E(ξ) of `states (B, N)`, from their `similarities (B, K)` when given: (B,)."""
@@ -85,19 +83,20 @@ class ModernHopfield(nn.Module):
         states = probes.to(self.patterns.dtype)  # (B, N)
         scores = first = self.similarities(states)  # (B, K) the first update's logits
         energy, attention = ([self.energy(states, scores)] if energies else []), []
-        steps = torch.zeros(states.shape[0], dtype=torch.long, device=states.device)
+        steps: Tensor | None = None  # (B,) the updates that moved each probe
         for step in range(self.update_steps):
             weights = softmax(scores)  # (B, K) eq. 3: ξ ← X softmax(β Xᵀξ)
             new = (weights @ self.patterns).to(states.dtype)  # (B, N) the states stay float32 under mixed precision
-            moving = (new - states).norm(dim=-1) >= self.eps  # (B,)
-            steps += moving
+            moving = torch.linalg.vector_norm(new - states, dim=-1) >= self.eps  # (B,)
+            steps = moving.long() if steps is None else steps + moving
             states = new
             attention.append(weights)
-            if energies or (step + 1 < self.update_steps and moving.any()):  # a next update, or its energy
+            last = step + 1 == self.update_steps or not moving.any()  # no next update
+            if energies or not last:  # a next update, or this state's energy
                 scores = self.similarities(states)
             if energies:
                 energy.append(self.energy(states, scores))
-            if not moving.any():
+            if last:
                 break
         stacked = torch.stack(energy, dim=-1) if energies else None
         return Retrieval(pred=states, energy=stacked, steps=steps, attention=attention, scores=first)
