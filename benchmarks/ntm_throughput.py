@@ -87,6 +87,23 @@ def sequences_per_second(step, batch_size: int, seconds: float) -> float:
     return done / (time.perf_counter() - start)
 
 
+def our_step(batch: dict[str, torch.Tensor]) -> Callable[[], None]:
+    """One training step of our NTM (conf/model/ntm.yaml's sizes) on `batch`: forward, BCE on the output phase,
+    backward, Adam."""
+    model = NTM(input_size=batch["inputs"].shape[-1], output_size=batch["targets"].shape[-1],
+                score=functools.partial(Cosine))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    mask = batch["mask"]
+
+    def step() -> None:
+        loss = F.binary_cross_entropy_with_logits(model(batch).pred[mask], batch["targets"][mask])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
 def peer_step(path: Path, batch: dict[str, torch.Tensor], length: int) -> Callable[[], None]:
     """One training step of pytorch-ntm's `EncapsulatedNTM` at our sizes on `batch`, as its `train_batch`."""
     sys.path.insert(0, str(path))
@@ -128,21 +145,13 @@ def against_peer(path: Path, length: int, rounds: int, steps: int) -> None:
     print(f"{'batch':>5} | {'ours seq/s':>10} | {'pytorch-ntm':>11} | ours/peer (median of rounds, range)")
     for b in (1, 32):
         batch = make_batch(task, b, g, size=length)
-        model = NTM(input_size=task.input_size, output_size=task.output_size, score=functools.partial(Cosine))
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-
-        def ours() -> None:
-            mask = batch["mask"]
-            loss = F.binary_cross_entropy_with_logits(model(batch).pred[mask], batch["targets"][mask])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-
+        ours = our_step(batch)
         theirs = peer_step(path, batch, length)
         pairs = [(cpu_rate(ours, b, steps), cpu_rate(theirs, b, steps)) for _ in range(rounds)]
         ratios = [a / p for a, p in pairs]
-        print(f"{b:>5} | {statistics.median(a for a, _ in pairs):>10.1f} | {statistics.median(p for _, p in pairs):>11.1f}"
-              f" | {statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f})")
+        ours_rate, peer_rate = statistics.median(a for a, _ in pairs), statistics.median(p for _, p in pairs)
+        print(f"{b:>5} | {ours_rate:>10.1f} | {peer_rate:>11.1f} | {statistics.median(ratios):.2f}× "
+              f"({min(ratios):.2f}–{max(ratios):.2f})")
 
 
 def main() -> None:
@@ -160,20 +169,6 @@ def main() -> None:
     task = Copy()
     g = torch.Generator().manual_seed(0)
 
-    def batched(batch_size: int):
-        model = NTM(input_size=task.input_size, output_size=task.output_size, score=functools.partial(Cosine))
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-        batch = make_batch(task, batch_size, g, size=args.length)
-
-        def step():
-            pred = model(batch).pred[batch["mask"]]
-            loss = F.binary_cross_entropy_with_logits(pred, batch["targets"][batch["mask"]])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-
-        return step
-
     naive = NaiveNTM(task.input_size, task.output_size)
     naive_optimizer = torch.optim.Adam(naive.parameters(), lr=1e-3)
     one = make_batch(task, 1, g, size=args.length)
@@ -187,8 +182,11 @@ def main() -> None:
 
     rates = {
         "naive per-sample NTM (reference), batch 1": sequences_per_second(naive_step, 1, args.seconds),
-        "attnmem NTM, batch 1": sequences_per_second(batched(1), 1, args.seconds),
-        "attnmem NTM, batch 32": sequences_per_second(batched(32), 32, args.seconds),
+        **{
+            f"attnmem NTM, batch {b}": sequences_per_second(our_step(make_batch(task, b, g, size=args.length)), b,
+                                                            args.seconds)
+            for b in (1, 32)
+        },
     }
     base = rates["attnmem NTM, batch 1"]
     print(f"copy length {args.length} ({2 * args.length + 1} steps), LSTM 100, 128 x 20, threads={args.threads}")
