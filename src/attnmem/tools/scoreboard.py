@@ -26,12 +26,12 @@ from attnmem.core import atomic
 from attnmem.core.errors import UserError
 from attnmem.tools import protocol as protocols
 from attnmem.tools.protocol import Protocol
+from attnmem.tools.scoreboard_elsewhere import kept_section, not_run, title
 from attnmem.tools.sweep_replicas import seeds_in
 from attnmem.tools.sweep_report import load_rows
 
 PROTOCOLS = Path("sweeps/paper")
 OUT = Path("docs/scoreboard.md")
-NOT_RUN = " (not run on this machine yet)"
 
 
 @dataclass
@@ -271,44 +271,6 @@ def newest_runs(root: Path, log_dir: Path) -> list[tuple[Path, Path | None]]:
     return found
 
 
-def _protocol(sweep_file: Path) -> Protocol:
-    return protocols.load(sweep_file, yaml.safe_load(sweep_file.read_text())["parameters"])
-
-
-def _title(sweep_file: Path) -> str:
-    return _protocol(sweep_file).title
-
-
-def not_run(sweep_file: Path) -> str:
-    """The section of a protocol with no run yet: what it compares with, and the command that runs it."""
-    proto = _protocol(sweep_file)
-    lines = [
-        f"## {proto.title}{NOT_RUN}",
-        "",
-        f"Paper: {proto.paper}. Published figures: {proto.figures['source']}.",
-        f"Command: `python -m attnmem.tools.sweep {sweep_file}` (the comments of the file give its data options).",
-    ]
-    figures = {**proto.figures["rows"], **{k: v for k, v in proto.figures["summary"].items() if k != "over"}}
-    if figures:
-        lines.append(
-            f"The paper's figures ({proto.figures.get('metric', '')}): "
-            + "; ".join(f"{k}: {v}" for k, v in figures.items())
-            + "."
-        )
-    return "\n".join([*lines, *([f"{proto.note.strip()}"] if proto.note else [])]) + "\n"
-
-
-def kept_section(out: Path, title: str) -> str | None:
-    """The table titled `title` (complete or not) in the scoreboard at `out`, if it has one."""
-    if not out.is_file():
-        return None
-    for section in ("\n" + out.read_text()).split("\n## ")[1:]:
-        line = section.split("\n", 1)[0]
-        if (line == title or line.startswith(f"{title} (")) and not line.endswith(NOT_RUN):
-            return "## " + section.rstrip("\n") + "\n"
-    return None
-
-
 def write(entries: list[tuple[Path, Path | None]], out: Path) -> str:
     """Build every table and write the scoreboard; return its text.
 
@@ -316,7 +278,7 @@ def write(entries: list[tuple[Path, Path | None]], out: Path) -> str:
     stay where they ran); one that has no table anywhere gets a section with the paper's figures and its command.
     """
     tables = [build(d) for _, d in entries if d is not None]
-    old = {f: kept_section(out, _title(f)) for f, d in entries if d is None}
+    old = {f: kept_section(out, title(f)) for f, d in entries if d is None}
     if not tables and not any(old.values()):
         raise UserError(
             f"no protocol run to put on the scoreboard ({len(entries)} protocols, none has a sweep "
@@ -334,7 +296,7 @@ def write(entries: list[tuple[Path, Path | None]], out: Path) -> str:
     atomic.write_text(out, text)
     for f, section in old.items():
         if section:
-            print(f"kept: {_title(f)}: no sweep of {f} on this machine, its table is the one {out} had",
+            print(f"kept: {title(f)}: no sweep of {f} on this machine, its table is the one {out} had",
                   file=sys.stderr)
     for t in tables:
         for problem in t.problems:
