@@ -18,6 +18,22 @@ def test_dot_is_q_dot_k():
     assert Dot(2, 2)(Q, K).tolist() == [[[3.0, 3.0, -2.0]]]
 
 
+@pytest.mark.parametrize("score_cls", [Dot, ScaledDot])
+@pytest.mark.parametrize("queries", [1, 3])
+def test_dot_scores_give_the_keys_a_contiguous_gradient(score_cls, queries):
+    q, leaf = torch.randn(4, queries, 5, requires_grad=True), torch.randn(4, 7, 5, requires_grad=True)
+    k, seen = leaf * 1, []  # not a leaf: its gradient reaches the hook as the backward made it
+    k.register_hook(lambda grad: seen.append(grad.is_contiguous()))
+    scores = score_cls(5, 5)(q, k)
+    scale = 1 / math.sqrt(5) if score_cls is ScaledDot else 1.0
+    torch.testing.assert_close(scores, q.detach() @ k.detach().transpose(1, 2) * scale)
+    scores.sum().backward()
+    # one query (a memory read): k qᵀ, whose backward gives the keys a contiguous gradient (an embedding's
+    # backward would copy a transposed one); several: q kᵀ as before
+    assert seen == [queries == 1]
+    torch.testing.assert_close(leaf.grad, q.detach().sum(1, keepdim=True).expand(4, 7, 5) * scale)
+
+
 def test_scaled_dot_divides_by_sqrt_d():
     expected = [[[3 / math.sqrt(2), 3 / math.sqrt(2), -2 / math.sqrt(2)]]]
     assert torch.allclose(ScaledDot(2, 2)(Q, K), torch.tensor(expected))

@@ -43,6 +43,17 @@ def _check_dims(name: str, query_dim: int, key_dim: int, *, equal: bool) -> None
         )
 
 
+def _dot(query: Tensor, keys: Tensor) -> Tensor:
+    """qᵀk of `query (..., Tq, D)` and `keys (..., Tk, D)`: (..., Tq, Tk).
+
+    With one query (a memory read, a decoder step) it is computed as k q, so the keys' gradient comes out
+    contiguous: the backward of q kᵀ gives it transposed, which an embedding's backward then copies.
+    """
+    if query.shape[-2] == 1:
+        return (keys @ query.transpose(-1, -2)).transpose(-1, -2)
+    return query @ keys.transpose(-1, -2)
+
+
 class Dot(nn.Module):
     """Dot-product score qᵀk (Luong et al. 2015, 'dot')."""
 
@@ -53,7 +64,7 @@ class Dot(nn.Module):
         _check_dims("Dot", query_dim, key_dim, equal=True)
 
     def forward(self, query: Tensor, keys: Tensor) -> Tensor:
-        return query @ keys.transpose(-1, -2)  # (B, Tq, Tk)
+        return _dot(query, keys)  # (B, Tq, Tk)
 
 
 class ScaledDot(nn.Module):
@@ -67,7 +78,7 @@ class ScaledDot(nn.Module):
         self.scale = 1.0 / math.sqrt(key_dim)
 
     def forward(self, query: Tensor, keys: Tensor) -> Tensor:
-        return (query @ keys.transpose(-1, -2)) * self.scale  # (B, Tq, Tk)
+        return _dot(query, keys) * self.scale  # (B, Tq, Tk)
 
 
 class Bilinear(nn.Module):
