@@ -278,7 +278,9 @@ def write(entries: list[tuple[Path, Path | None]], out: Path) -> str:
     stay where they ran); one that has no table anywhere gets a section with the paper's figures and its command.
     """
     tables = [build(d) for _, d in entries if d is not None]
-    old = {f: kept_section(out, title(f)) for f, d in entries if d is None}
+    previous = out.read_text() if out.is_file() else ""
+    titles = {f: title(f) for f, d in entries if d is None}
+    old = {f: kept_section(previous, t) for f, t in titles.items()}
     if not tables and not any(old.values()):
         raise UserError(
             f"no protocol run to put on the scoreboard ({len(entries)} protocols, none has a sweep "
@@ -296,7 +298,7 @@ def write(entries: list[tuple[Path, Path | None]], out: Path) -> str:
     atomic.write_text(out, text)
     for f, section in old.items():
         if section:
-            print(f"kept: {title(f)}: no sweep of {f} on this machine, its table is the one {out} had",
+            print(f"kept: {titles[f]}: no sweep of {f} on this machine, its table is the one {out} had",
                   file=sys.stderr)
     for t in tables:
         for problem in t.problems:

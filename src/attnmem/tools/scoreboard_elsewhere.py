@@ -42,11 +42,9 @@ def not_run(sweep_file: Path) -> str:
     return "\n".join([*lines, *([f"{proto.note.strip()}"] if proto.note else [])]) + "\n"
 
 
-def kept_section(out: Path, title: str) -> str | None:
-    """The table titled `title` (complete or not) in the scoreboard at `out`, if it has one."""
-    if not out.is_file():
-        return None
-    for section in ("\n" + out.read_text()).split("\n## ")[1:]:
+def kept_section(old: str, title: str) -> str | None:
+    """The table titled `title` (complete or not) in the scoreboard text `old`, if it has one."""
+    for section in ("\n" + old).split("\n## ")[1:]:
         line = section.split("\n", 1)[0]
         if (line == title or line.startswith(f"{title} (")) and not line.endswith(NOT_RUN):
             return "## " + section.rstrip("\n") + "\n"
