@@ -244,3 +244,14 @@ def test_scores_linear_in_the_query_say_so(score_cls):
     assert linear == (score_cls in (Dot, ScaledDot, Bilinear))
     scaled, times = score(2.5 * query, keys), 2.5 * score(query, keys)
     assert torch.allclose(scaled, times, rtol=1e-5, atol=1e-5) == linear
+
+
+@pytest.mark.parametrize("score_cls", SCORES)
+def test_scores_linear_in_the_key_say_so(score_cls):
+    torch.manual_seed(0)
+    score = score_cls(query_dim=4, key_dim=4)
+    query, keys = torch.randn(2, 3, 4), torch.randn(2, 5, 4)
+    linear = getattr(score, "linear_in_key", False)
+    assert linear == (score_cls in (Dot, ScaledDot, Bilinear))
+    scaled, times = score(query, 2.5 * keys), 2.5 * score(query, keys)
+    assert torch.allclose(scaled, times, rtol=1e-5, atol=1e-5) == linear

@@ -154,6 +154,20 @@ def test_linear_start_skips_the_softmax(batch):
     torch.testing.assert_close(model(batch).attention[0], torch.softmax(expected.masked_fill(~real, -torch.inf), -1))
 
 
+def test_empty_slots_take_the_scores_value_of_a_zero_key(batch):
+    torch.manual_seed(0)
+    model = make_model(hops=1, score=functools.partial(Additive)).eval()  # Additive: score(u, 0) is not 0
+    real = batch["story"].ne(0).any(-1)  # (B, S)
+    u = model.encode(model.B, batch["query"]).unsqueeze(1)  # (B, 1, d)
+    m = model.encode(model.A[0], batch["story"]) + model.T_A[0](model.time_index(real, {}))  # (B, S, d)
+    score = model.scores[0]
+    nothing = score(u, torch.zeros_like(m[:, :1])).squeeze(1)  # (B, 1)
+    assert nothing.abs().min() > 1e-3
+    empty = SIZES["memory_size"] - real.sum(-1, keepdim=True)  # (B, 1)
+    scores = torch.cat([score(u, m).squeeze(1).masked_fill(~real, -torch.inf), nothing + empty.log()], -1)
+    torch.testing.assert_close(model(batch).attention[0], torch.softmax(scores, -1)[:, :-1])
+
+
 def fake_trainer(epoch: int, opt, scheduler) -> SimpleNamespace:
     return SimpleNamespace(
         current_epoch=epoch, optimizers=[opt], lr_scheduler_configs=[SimpleNamespace(scheduler=scheduler)]

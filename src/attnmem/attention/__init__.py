@@ -5,7 +5,8 @@ and `keys (Tk, Dk)` to `(Tq, Tk)`.
 An `attention/*.yaml` config is a `_partial_` of one of these classes; a model calls it with
 the dimensions it needs: `score(query_dim=..., key_dim=...)`. `attend` reads dense keys (B, Tk);
 `attend_edges` (`edges.py`) a sparse set of pairs, a graph's edges. A score with `linear_in_query = True`
-(`Dot`, `ScaledDot`, `Bilinear`) satisfies score(c·q, k) = c·score(q, k): a temperature may scale the query.
+(`Dot`, `ScaledDot`, `Bilinear`) satisfies score(c·q, k) = c·score(q, k): a temperature may scale the query;
+one with `linear_in_key = True` (the same three) satisfies score(q, c·k) = c·score(q, k), so a zero key scores 0.
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ __all__ = [
 
 def softmax(scores: Tensor, dim: int = -1) -> Tensor:
     """Softmax in at least float32: under mixed precision, bf16/fp16 scores give float32 weights that sum to 1."""
-    return torch.softmax(scores, dim=dim, dtype=torch.promote_types(scores.dtype, torch.float32))
+    if scores.dtype in (torch.float32, torch.float64):
+        return torch.softmax(scores, dim=dim)
+    return torch.softmax(scores, dim=dim, dtype=torch.float32)
 
 
 def _check_dims(name: str, query_dim: int, key_dim: int, *, equal: bool) -> None:
@@ -48,7 +51,12 @@ def _dot(query: Tensor, keys: Tensor) -> Tensor:
 
     With one query (a memory read, a decoder step) it is computed as k q, so the keys' gradient comes out
     contiguous: the backward of q kᵀ gives it transposed, which an embedding's backward then copies.
+    Batches of matrices go to `bmm` directly, without `matmul`'s reshapes and their backward.
     """
+    if query.dim() == keys.dim() == 3 and query.shape[0] == keys.shape[0]:  # bmm: none of matmul's reshapes
+        if query.shape[1] == 1:
+            return torch.bmm(keys, query.transpose(1, 2)).transpose(1, 2)
+        return torch.bmm(query, keys.transpose(1, 2))
     if query.shape[-2] == 1:
         return (keys @ query.transpose(-1, -2)).transpose(-1, -2)
     return query @ keys.transpose(-1, -2)
@@ -58,6 +66,7 @@ class Dot(nn.Module):
     """Dot-product score qᵀk (Luong et al. 2015, 'dot')."""
 
     linear_in_query: ClassVar[bool] = True
+    linear_in_key: ClassVar[bool] = True
 
     def __init__(self, query_dim: int, key_dim: int) -> None:
         super().__init__()
@@ -71,6 +80,7 @@ class ScaledDot(nn.Module):
     """Scaled dot-product score qᵀk / √d (Vaswani et al. 2017, eq. 1)."""
 
     linear_in_query: ClassVar[bool] = True
+    linear_in_key: ClassVar[bool] = True
 
     def __init__(self, query_dim: int, key_dim: int) -> None:
         super().__init__()
@@ -85,6 +95,7 @@ class Bilinear(nn.Module):
     """Bilinear score qᵀWk (Luong et al. 2015, 'general'); query and key widths may differ."""
 
     linear_in_query: ClassVar[bool] = True
+    linear_in_key: ClassVar[bool] = True
 
     def __init__(self, query_dim: int, key_dim: int) -> None:
         super().__init__()

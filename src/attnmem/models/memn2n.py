@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnmem.attention import attend, softmax
@@ -182,21 +183,26 @@ class MemN2N(nn.Module):
         picks = keys.argsort(-1)[:, :s].masked_fill(slots >= n, -1)  # (B, S) a random n-subset first
         return picks.sort(-1, descending=True).values.clamp(0, self.memory_size - 1)
 
-    def address(self, hop: int, u: Tensor, m: Tensor, c: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-        """Read `o (B, 1, d)` from memories `m`, `c (B, S, d)` for `u (B, 1, d)`; weights (B, 1, S)."""
-        score = self.scores[hop]
-        if self.linear_start:  # LS: `attend` always softmaxes, so the linear weights are computed here
-            weights = score(u, m).masked_fill(~mask, 0.0)  # (B, 1, S)
-            return weights @ c, weights
-        if self.empty_memories == "mask":
-            return attend(u, m, c, score, mask=mask)
+    def address(self, score: nn.Module, u: Tensor, m: Tensor, c: Tensor, empty: Tensor, empty_log: Tensor | None,
+                linear: bool) -> tuple[Tensor, Tensor]:
+        """Read `o (B, 1, d)` from memories `m`, `c (B, S, d)` for `u (B, 1, d)` with `score`; weights (B, 1, S).
+
+        `empty (B, 1, S)` is True on an empty slot, `empty_log (B, 1, 1)` the log of their count in the whole memory
+        ("attend"), `linear` linear start's flag.
+        """
+        if linear:  # LS: `attend` always softmaxes, so the linear weights are computed here
+            weights = score(u, m).masked_fill(empty, 0.0)  # (B, 1, S)
+            return torch.bmm(weights, c), weights
+        if empty_log is None:
+            return attend(u, m, c, score, mask=~empty)
         # the memory's empty slots (up to memory_size) hold zero vectors that still take part in the
         # softmax, as in the reference code: together one "nothing" entry weighted by their count
-        empty = (self.memory_size - mask.sum(-1, keepdim=True)).clamp_min(0)  # (B, 1, 1)
-        nothing = score(u, torch.zeros_like(m[:, :1])) + empty.log()  # (B, 1, 1); log 0 = -inf
-        scores = torch.cat([score(u, m).masked_fill(~mask, -math.inf), nothing], dim=-1)  # (B, 1, S + 1)
+        nothing = empty_log  # (B, 1, 1); a score linear in the key gives the zero vectors 0
+        if not getattr(score, "linear_in_key", False):
+            nothing = score(u, torch.zeros_like(m[:, :1])) + empty_log
+        scores = torch.cat([score(u, m).masked_fill(empty, -math.inf), nothing], dim=-1)  # (B, 1, S + 1)
         weights = softmax(scores)[..., :-1]  # (B, 1, S); empty slots read zeros
-        return weights @ c, weights
+        return torch.bmm(weights, c), weights
 
     @property
     def linear_start(self) -> bool:
@@ -207,6 +213,20 @@ class MemN2N(nn.Module):
     def linear_start(self, value: bool) -> None:
         self.linear.fill_(value)
 
+    def memories(self, story: Tensor, time: Tensor | None) -> dict[int, Tensor]:
+        """Each distinct embedding's memory of `story (B, S, L)`, Σ_j l_j ∘ E x_ij + T(i): (B, S, d), keyed by id(E).
+
+        Tied embeddings (C^k = A^{k+1} adjacent; one A and one C layer-wise) and their T tables, tied the same
+        way, are encoded once.
+        """
+        none = [None] * self.hops
+        memories = {}
+        for embed, table in (*zip(self.A, self.T_A or none), *zip(self.C, self.T_C or none)):
+            if id(embed) not in memories:
+                encoded = self.encode(embed, story)  # (B, S, d)
+                memories[id(embed)] = encoded if time is None else encoded + F.embedding(time, table.weight)
+        return memories
+
     def forward(self, batch: dict[str, Tensor]) -> Output:
         story, query = batch["story"], batch["query"]  # (B, S, L), (B, Lq)
         if story.shape[1] > self.memory_size:
@@ -215,14 +235,15 @@ class MemN2N(nn.Module):
         drawn = {k: batch[k] for k in ("rn_blank", "rn_keys") if k in batch} or self.draws(batch)  # replicas draw first
         time = self.time_index(slot_mask, drawn) if self.temporal else None
         u = self.encode(self.B, query).unsqueeze(1)  # (B, 1, d)
-        # a tied embedding (C^k = A^{k+1} adjacent; one A and one C layer-wise) encodes the story once
-        encoded = {id(e): self.encode(e, story) for e in {id(e): e for e in (*self.A, *self.C)}.values()}
+        memories = self.memories(story, time)
+        mask, linear = slot_mask.unsqueeze(1), self.linear_start  # (B, 1, S)
+        empty, empty_log = ~mask, None  # the log of the empty slots' count (0 = -inf); "mask" leaves them out
+        if self.empty_memories == "attend":
+            empty_log = (self.memory_size - mask.sum(-1, keepdim=True)).clamp_min(0).log()  # (B, 1, 1)
         attention = []
-        for k in range(self.hops):
-            m, c = encoded[id(self.A[k])], encoded[id(self.C[k])]  # (B, S, d) each
-            if time is not None:
-                m, c = m + self.T_A[k](time), c + self.T_C[k](time)
-            o, weights = self.address(k, u, m, c, slot_mask.unsqueeze(1))
+        for score, embed_a, embed_c in zip(self.scores, self.A, self.C):  # hop k: A^k, C^k
+            m, c = memories[id(embed_a)], memories[id(embed_c)]  # (B, S, d) each
+            o, weights = self.address(score, u, m, c, empty, empty_log, linear)
             u = (u if self.H is None else self.H(u)) + o  # (B, 1, d)
             attention.append(weights.squeeze(1))  # (B, S)
         if self.W is None:
