@@ -48,6 +48,18 @@ def test_an_unfinished_run_reused_without_resume_is_refused(compose_cfg, tmp_pat
         run.train(compose_cfg(*TINY, run_dir=out))
 
 
+def test_a_run_killed_after_its_last_epoch_resumes_to_the_same_metrics(compose_cfg, tmp_path):
+    out = tmp_path / "run"
+    run.train(compose_cfg(*TINY, "trainer.max_epochs=2", run_dir=out))
+    finished = json.loads((out / "metrics.json").read_text())
+    (out / "metrics.json").unlink()  # killed after the last checkpoint, before metrics.json: nothing left to train
+    run.train(compose_cfg(*TINY, "trainer.max_epochs=2", "resume=auto", run_dir=out))
+    resumed = json.loads((out / "metrics.json").read_text())
+    assert {"train/loss", "train/acc"} <= finished.keys()
+    assert {k: v for k, v in resumed.items() if not k.endswith("_seconds")} == {
+        k: v for k, v in finished.items() if not k.endswith("_seconds")}
+
+
 def test_a_moved_run_resumes_with_one_last_ckpt_and_metrics_name_the_checkpoint_load_run_uses(compose_cfg, tmp_path):
     moved = Path(shutil.move(_unfinished(compose_cfg, tmp_path), tmp_path / "moved"))
     run.train(compose_cfg(*TINY, "trainer.max_epochs=4", "resume=auto", run_dir=moved))

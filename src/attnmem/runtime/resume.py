@@ -10,6 +10,7 @@ the run's code did not have when it started (added by a later version), with the
 
 from __future__ import annotations
 
+import csv
 import shlex
 import sys
 from pathlib import Path
@@ -139,3 +140,19 @@ def command(run_dir: Path) -> str:
     overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
     kept = [o for o in overrides if o.partition("=")[0].lstrip("+~") not in ("resume", "ckpt_path")]
     return shlex.join(["python", "train.py", *kept, f"hydra.run.dir={run_dir}", "resume=auto"])
+
+
+def train_metrics(callback_metrics: dict[str, Any], out_dir: Path) -> dict[str, float]:
+    """The trainer's `train/` metrics; for a run resumed after its last epoch, the last ones of its CSV log.
+
+    A run killed after its last training epoch resumes with nothing left to train, so the trainer has no
+    `train/` metrics: they come from the log its epochs wrote (none without the CSV logger).
+    """
+    trained = {key: float(value) for key, value in callback_metrics.items() if key.startswith("train/")}
+    path = out_dir / "csv" / "metrics.csv"
+    if trained or not path.is_file():
+        return trained
+    with path.open(newline="") as file:
+        for row in csv.DictReader(file):
+            trained |= {key: float(value) for key, value in row.items() if key.startswith("train/") and value}
+    return trained
