@@ -1,12 +1,14 @@
-"""A CSV log that survives a resume: the rows before the resumed checkpoint are kept, the rest appended."""
+"""A CSV log that survives a resume (earlier rows kept, the rest appended), and `logged_history` to read it back."""
 
 from __future__ import annotations
 
 import csv
 import io
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import lightning as L
 from lightning.pytorch.loggers import CSVLogger as LightningCSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 
@@ -61,3 +63,22 @@ class _Writer(ExperimentWriter):
         writer.writeheader()
         writer.writerows(rows)
         write_text(Path(self.metrics_file_path), text.getvalue())
+
+
+def logged_history(trainer: L.Trainer) -> dict[str, dict[int, float]]:
+    """Every epoch-level scalar named `split/metric` in the trainer's CSV log, by epoch (empty without one)."""
+    logger = next((lg for lg in trainer.loggers if isinstance(lg, LightningCSVLogger)), None)
+    if logger is None:
+        return {}
+    logger.save()
+    path = Path(logger.experiment.metrics_file_path)
+    if not path.is_file():
+        return {}
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    history: dict[str, dict[int, float]] = defaultdict(dict)
+    for row in rows:
+        for key, value in row.items():
+            if value and row.get("epoch") and "/" in key:
+                history[key][int(row["epoch"])] = float(value)
+    return history

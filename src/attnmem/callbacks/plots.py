@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import logging
 from collections import defaultdict
 from collections.abc import Callable
@@ -10,9 +9,10 @@ from pathlib import Path
 
 import lightning as L
 import matplotlib.pyplot as plt
-from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_only
 
+from attnmem.callbacks.csv_logger import logged_history
 from attnmem.evaluation.plots import learning_curves, save
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ class PlotCallback(L.Callback):
         out_dir = Path(trainer.default_root_dir) / self.dirname
         # replicas=R: the curves of the replica the run reports
         prefix = f"replicas/{pl_module.pick_for_plots()}/" if hasattr(pl_module, "pick_for_plots") else ""
-        history = curves(_logged_history(trainer) or self.history, prefix)
+        history = curves(logged_history(trainer) or self.history, prefix)
         if history:
             path = out_dir / "learning_curves.png"
             self._draw("learning_curves", lambda: [save(learning_curves(history), path)])
@@ -66,25 +66,6 @@ class PlotCallback(L.Callback):
             self.written += draw() or []
         except Exception as err:  # noqa: BLE001 - a figure is never worth the run's metrics
             log.warning("plot %s skipped: %s: %s", name, type(err).__name__, " ".join(str(err).split()))
-
-
-def _logged_history(trainer: L.Trainer) -> dict[str, dict[int, float]]:
-    # every epoch-level train/val scalar in the CSV logger's file, by epoch (empty without a CSV logger)
-    logger = next((lg for lg in trainer.loggers if isinstance(lg, CSVLogger)), None)
-    if logger is None:
-        return {}
-    logger.save()
-    path = Path(logger.experiment.metrics_file_path)
-    if not path.is_file():
-        return {}
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    history: dict[str, dict[int, float]] = defaultdict(dict)
-    for row in rows:
-        for key, value in row.items():
-            if value and row.get("epoch") and "/" in key:
-                history[key][int(row["epoch"])] = float(value)
-    return history
 
 
 def curves(history: dict[str, dict[int, float]], prefix: str = "") -> dict[str, dict[int, float]]:

@@ -10,7 +10,6 @@ the run's code did not have when it started (added by a later version), with the
 
 from __future__ import annotations
 
-import csv
 import shlex
 import sys
 from pathlib import Path
@@ -142,17 +141,15 @@ def command(run_dir: Path) -> str:
     return shlex.join(["python", "train.py", *kept, f"hydra.run.dir={run_dir}", "resume=auto"])
 
 
-def train_metrics(callback_metrics: dict[str, Any], out_dir: Path) -> dict[str, float]:
+def train_metrics(trainer: Any) -> dict[str, float]:
     """The trainer's `train/` metrics; for a run resumed after its last epoch, the last ones of its CSV log.
 
     A run killed after its last training epoch resumes with nothing left to train, so the trainer has no
     `train/` metrics: they come from the log its epochs wrote (none without the CSV logger).
     """
-    trained = {key: float(value) for key, value in callback_metrics.items() if key.startswith("train/")}
-    path = out_dir / "csv" / "metrics.csv"
-    if trained or not path.is_file():
+    trained = {key: float(value) for key, value in trainer.callback_metrics.items() if key.startswith("train/")}
+    if trained:
         return trained
-    with path.open(newline="") as file:
-        for row in csv.DictReader(file):
-            trained |= {key: float(value) for key, value in row.items() if key.startswith("train/") and value}
-    return trained
+    from attnmem.callbacks.csv_logger import logged_history  # Lightning: only once a run has trained
+
+    return {key: series[max(series)] for key, series in logged_history(trainer).items() if key.startswith("train/")}

@@ -132,7 +132,7 @@ def _train_and_test(
         _fit(trainer, module, datamodule, ckpt_path, out_dir)
         train_seconds = time.perf_counter() - start
         best = _best_checkpoint(trainer, last=hasattr(module, "members"))
-        metrics = resume.train_metrics(trainer.callback_metrics, out_dir)
+        metrics = resume.train_metrics(trainer)
         metrics |= _evaluate_best(trainer, module, datamodule, ckpt_path=best)
         metrics |= module.report() if hasattr(module, "report") else {}
         metrics |= {
