@@ -84,6 +84,33 @@ def test_position_encoding_by_hand():
     torch.testing.assert_close(make_model(embed_dim=2, encoding="bow").position, torch.ones(3, 2))
 
 
+def test_the_time_word_counts_in_j_and_weights_the_time_embedding_by_l_j():
+    # the reference code's time word: J = 3 + 1 for d = 2, so l_kj = 1 + 4 (k - 1.5)(j - 2.5) / 8
+    model = make_model(embed_dim=2, time_word=True)
+    expected = torch.tensor([[1.375, 0.625], [1.125, 0.875], [0.875, 1.125], [0.625, 1.375]])
+    torch.testing.assert_close(model.position, expected)
+    torch.testing.assert_close(model.time_weight, torch.tensor([0.625, 1.375]))
+    story = torch.tensor([[[4, 5, 0], [6, 0, 0]] + [[0, 0, 0]] * 4])  # (1, 6, 3): two sentences
+    time = model.time_index(story.ne(0).any(-1), {})  # (1, 6): [1, 0, ...]
+    memory = model.memories(story, time)[id(model.A[0])]  # (1, 6, 2)
+    words = model.A[0].weight.detach()
+    first = words[4] * expected[0] + words[5] * expected[1] + model.T_A[0].weight[1].detach() * expected[3]
+    torch.testing.assert_close(memory[0, 0], first)
+    assert make_model(embed_dim=2, time_word=True, temporal=False).position.shape == (3, 2)  # no time, no word
+    assert make_model(embed_dim=2).time_weight is None
+
+
+def test_weight_matrices_pair_each_embedding_with_its_time_table():
+    model = make_model(hops=3)
+    groups = model.weight_matrices()
+    tables = [*model.A, model.C[-1]]
+    times = [*model.T_A, model.T_C[-1]]
+    assert [[id(p) for p in g] for g in groups] == [[id(e.weight), id(t.weight)] for e, t in zip(tables, times)]
+    layerwise = make_model(hops=3, tying="layerwise").weight_matrices()
+    assert len(layerwise) == 2 and all(len(g) == 2 for g in layerwise)
+    assert [len(g) for g in make_model(hops=2, temporal=False).weight_matrices()] == [1, 1, 1]
+
+
 def test_encode_weights_words_by_position_and_ignores_pad():
     model = make_model(embed_dim=2)
     words = torch.tensor([[4, 5, 0]])

@@ -70,6 +70,8 @@ class MemN2N(nn.Module):
     - `temporal`: temporal encoding (§4.1); rows of T_A / T_C are indexed by recency (0 = most
       recent). `random_noise` (RN, §4.1) spreads the indices over ~10% extra empty slots while
       training, as the reference code's `randomize_time` does.
+    - `time_word`: the reference code's form of temporal encoding, where the time index is one more word of each
+      sentence: J counts it (J = sentence_len + 1) and T(i) is weighted by the last position's l_J.
     - `tying` (§2.2): "adjacent" has A^{k+1} = C^k and B = A^1 (T_A/T_C tied the same way);
       "layerwise" shares A, C (and T_A, T_C) over hops and adds the linear map H.
       With `answer_words` (each answer class's word id, from the data) adjacent tying also sets
@@ -103,6 +105,7 @@ class MemN2N(nn.Module):
         hops: int = 3,
         encoding: str = "position",
         temporal: bool = True,
+        time_word: bool = False,
         tying: str = "adjacent",
         random_noise: float = 0.1,
         init_std: float = 0.1,
@@ -138,8 +141,11 @@ class MemN2N(nn.Module):
         answers = torch.tensor(list(answer_words) if tie_answers else [], dtype=torch.long)
         self.register_buffer("answer_words", answers, persistent=False)
         self.scores = nn.ModuleList(score(query_dim=d, key_dim=d) for _ in range(hops))
-        pe = position_encoding(sentence_len, d) if encoding == "position" else torch.ones(sentence_len, d)
+        time_word = temporal and time_word
+        words = sentence_len + 1 if time_word else sentence_len  # J: the time word is the last word
+        pe = position_encoding(words, d) if encoding == "position" else torch.ones(words, d)
         self.register_buffer("position", pe, persistent=False)  # (J, d)
+        self.register_buffer("time_weight", pe[-1] if time_word else None, persistent=False)  # (d,) l_J
         self._reset_parameters(embeddings)
 
     def _reset_parameters(self, embeddings: Tensor | None) -> None:
@@ -153,6 +159,15 @@ class MemN2N(nn.Module):
                     known = embeddings.abs().sum(-1) > 0  # (V,)
                     embed.weight[known] = embeddings[known].to(embed.weight.dtype)
                 embed.weight[0].zero_()  # the pad word adds nothing to a sentence
+
+    def weight_matrices(self) -> list[list[nn.Parameter]]:
+        """Each distinct embedding with its time table, one matrix [E; T] as the reference code's lookup table of
+        words and time words (for `task.clip_per_weight`)."""
+        none = [None] * self.hops
+        groups: dict[int, list[nn.Parameter]] = {}
+        for embed, table in (*zip(self.A, self.T_A or none), *zip(self.C, self.T_C or none)):
+            groups.setdefault(id(embed), [embed.weight] + ([] if table is None else [table.weight]))
+        return list(groups.values())
 
     def encode(self, embed: nn.Embedding, words: Tensor) -> Tensor:
         """Embed `words (..., L)` and sum over positions weighted by l_j: (..., d)."""
@@ -224,7 +239,10 @@ class MemN2N(nn.Module):
         for embed, table in (*zip(self.A, self.T_A or none), *zip(self.C, self.T_C or none)):
             if id(embed) not in memories:
                 encoded = self.encode(embed, story)  # (B, S, d)
-                memories[id(embed)] = encoded if time is None else encoded + F.embedding(time, table.weight)
+                if time is not None:
+                    timed = F.embedding(time, table.weight)  # (B, S, d)
+                    encoded = encoded + (timed if self.time_weight is None else timed * self.time_weight)
+                memories[id(embed)] = encoded
         return memories
 
     def forward(self, batch: dict[str, Tensor]) -> Output:

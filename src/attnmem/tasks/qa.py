@@ -12,8 +12,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnmem.core.dims import QADims
+from attnmem.core.errors import UserError
 from attnmem.evaluation import plots
 from attnmem.tasks import hooks
+from attnmem.tasks.clipping import clip_per_weight, weight_matrices
 from attnmem.tasks.metrics import Sums, counted
 
 SPLITS = ("train", "val", "test")
@@ -25,18 +27,21 @@ class QATask(L.LightningModule):
 
     With several bAbI tasks trained jointly, validation and test also report each task's accuracy
     and error (`test/task3/error`). `loss_reduction="sum"` sums the loss over the batch as the
-    MemN2N reference code does (its learning rates assume it).
+    MemN2N reference code does (its learning rates assume it); `clip_per_weight` makes
+    `trainer.gradient_clip_val` clip each weight matrix by its own spectral norm, as that code does
+    (`attnmem.tasks.clipping`), instead of all gradients by their joint norm.
     """
 
     monitor: ClassVar[str] = "val/acc"
     mode: ClassVar[str] = "max"
 
     def __init__(self, net: nn.Module, *, optimizer: Callable[..., torch.optim.Optimizer],
-                 scheduler: Callable[..., Any] | None = None, dims: QADims, loss_reduction: str = "mean") -> None:
+                 scheduler: Callable[..., Any] | None = None, dims: QADims, loss_reduction: str = "mean",
+                 clip_per_weight: bool = False) -> None:
         super().__init__()
         if loss_reduction not in ("mean", "sum"):
             raise ValueError(f"task.loss_reduction must be 'mean' or 'sum', got {loss_reduction!r}")
-        self.net, self.loss_reduction = net, loss_reduction
+        self.net, self.loss_reduction, self.clip_per_weight = net, loss_reduction, clip_per_weight
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.tasks: list[int] = list(dims.tasks) or [0]
         # task number -> position in the per-task sums (a lookup, so no Python loop over tasks)
@@ -51,6 +56,16 @@ class QATask(L.LightningModule):
     configure_optimizers = hooks.configure_optimizers
     on_save_checkpoint = hooks.on_save_checkpoint
     prog_bar_splits: ClassVar[tuple[str, ...]] = ("train", "val")
+
+    def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
+                                    gradient_clip_algorithm: str | None = None) -> None:
+        """Lightning's clipping; with `clip_per_weight`, each weight matrix by its own spectral norm."""
+        if not (self.clip_per_weight and gradient_clip_val):
+            self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
+        elif gradient_clip_algorithm == "value":
+            raise UserError("task.clip_per_weight=true clips by norm: set trainer.gradient_clip_algorithm=norm")
+        else:
+            clip_per_weight(weight_matrices(self.net), gradient_clip_val)
 
     def shared_step(self, batch: dict[str, Tensor], split: str, test_set: int = 0) -> Tensor:
         """The batch's loss; its per-task sums added in one index_add (one test set: `test_set` is 0)."""

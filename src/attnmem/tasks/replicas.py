@@ -202,12 +202,14 @@ class Replicas(L.LightningModule):
 
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
                                     gradient_clip_algorithm: str | None = None) -> None:
-        """Clip each replica's gradients by its own norm (or values), as its single run would."""
+        """Clip each replica's gradients by its own norm (or values, or per weight matrix), as its single run would."""
         if not gradient_clip_val:
             return
         for member in self.members:
             params = [p for p in member.parameters() if p.grad is not None]
-            if gradient_clip_algorithm == "value":
+            if getattr(member, "clip_per_weight", False):
+                member.configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
+            elif gradient_clip_algorithm == "value":
                 nn.utils.clip_grad_value_(params, gradient_clip_val)
             else:
                 nn.utils.clip_grad_norm_(params, gradient_clip_val)
