@@ -141,12 +141,14 @@ class MemN2N(nn.Module):
         answers = torch.tensor(list(answer_words) if tie_answers else [], dtype=torch.long)
         self.register_buffer("answer_words", answers, persistent=False)
         self.scores = nn.ModuleList(score(query_dim=d, key_dim=d) for _ in range(hops))
-        time_word = temporal and time_word
+        self._register_encoding(encoding, sentence_len, d, time_word=temporal and time_word)
+        self._reset_parameters(embeddings)
+
+    def _register_encoding(self, encoding: str, sentence_len: int, d: int, *, time_word: bool) -> None:
         words = sentence_len + 1 if time_word else sentence_len  # J: the time word is the last word
         pe = position_encoding(words, d) if encoding == "position" else torch.ones(words, d)
         self.register_buffer("position", pe, persistent=False)  # (J, d)
         self.register_buffer("time_weight", pe[-1] if time_word else None, persistent=False)  # (d,) l_J
-        self._reset_parameters(embeddings)
 
     def _reset_parameters(self, embeddings: Tensor | None) -> None:
         # the score modules keep their own initialisation
