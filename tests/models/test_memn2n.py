@@ -295,6 +295,28 @@ def test_bad_options_raise_naming_the_option(option, value):
         make_model(**{option: value})
 
 
+def test_a_vocabulary_softmax_scores_the_answers_first_then_every_other_word_and_time_word(batch):
+    answers = [9, 7, 11, 8, 10]  # the babi1 places' word ids, in a shuffled class order
+    model = make_model(answer_words=answers, answer_softmax="vocabulary", time_word=True, embed_dim=4).eval()
+    pred = model(batch).pred  # (B, V + S)
+    assert pred.shape == (8, 12 + 6)
+    others = [w for w in range(12) if w not in answers]
+    torch.testing.assert_close(model.output_words, torch.tensor(answers + others))
+    small = make_model(answer_words=answers, time_word=True, embed_dim=4).eval()
+    small.load_state_dict(model.state_dict())
+    torch.testing.assert_close(pred[:, :5], small(batch).pred)  # the answers' logits as before
+    C, T = model.C[-1].weight.detach(), model.T_C[-1].weight.detach()
+    u = torch.linalg.lstsq(C[answers + others], pred[:, :12].T).solution.T  # u^{K+1} from 12 logits, d = 4: (B, d)
+    torch.testing.assert_close(pred[:, :12], u @ C[answers + others].T, atol=1e-5, rtol=1e-4)  # one u fits all
+    torch.testing.assert_close(pred[:, 12:], u @ T.T, atol=1e-5, rtol=1e-4)  # the time words, unweighted
+    plain = make_model(answer_words=answers, answer_softmax="vocabulary")
+    assert plain(batch).pred.shape == (8, 12)  # without the time word, T is no word
+    with pytest.raises(ValueError, match="answer_softmax"):
+        make_model(answer_softmax="vocabulary")  # W is not C^K without the answers' word ids
+    with pytest.raises(ValueError, match="answer_softmax"):
+        make_model(answer_softmax="all")
+
+
 def test_too_long_inputs_raise(batch):
     with pytest.raises(ValueError, match="sentence_len"):
         make_model(sentence_len=2)(batch)

@@ -22,6 +22,7 @@ __all__ = ["MemN2N"]
 ENCODINGS = ("position", "bow")
 TYINGS = ("adjacent", "layerwise")
 EMPTY_MEMORIES = ("attend", "mask")
+ANSWER_SOFTMAXES = ("answers", "vocabulary")
 
 
 def _check_options(
@@ -32,6 +33,7 @@ def _check_options(
     random_noise: float,
     init_std: float,
     empty_memories: str,
+    answer_softmax: str,
     answer_words: Sequence[int] | None,
     embeddings: Tensor | None = None,
 ) -> None:
@@ -44,6 +46,10 @@ def _check_options(
         )
     if tying == "adjacent" and answer_words is not None and len(answer_words) != sizes["num_answers"]:
         raise ValueError(f"MemN2N: answer_words has {len(answer_words)} ids for num_answers={sizes['num_answers']}")
+    if answer_softmax not in ANSWER_SOFTMAXES:
+        raise ValueError(f"MemN2N: answer_softmax must be one of {ANSWER_SOFTMAXES}, got {answer_softmax!r}")
+    if answer_softmax == "vocabulary" and (tying != "adjacent" or answer_words is None):
+        raise ValueError("MemN2N: answer_softmax='vocabulary' needs W^T = C^K: tying='adjacent' and answer_words")
     if empty_memories not in EMPTY_MEMORIES:
         raise ValueError(f"MemN2N: empty_memories must be one of {EMPTY_MEMORIES}, got {empty_memories!r}")
     if encoding not in ENCODINGS:
@@ -54,6 +60,13 @@ def _check_options(
         raise ValueError(f"MemN2N: random_noise must be in [0, 1), got {random_noise}")
     if init_std < 0:
         raise ValueError(f"MemN2N: init_std must be >= 0, got {init_std}")
+
+
+def _output_words(answers: Sequence[int], vocab_size: int, vocabulary: bool) -> Tensor:
+    """The rows of C^K that Wᵀ takes: the answers' words, then (a softmax over the vocabulary) every other word."""
+    words = list(answers)
+    return torch.tensor(words + ([w for w in range(vocab_size) if w not in set(words)] if vocabulary else []),
+                        dtype=torch.long)
 
 
 class MemN2N(nn.Module):
@@ -77,6 +90,10 @@ class MemN2N(nn.Module):
       With `answer_words` (each answer class's word id, from the data) adjacent tying also sets
       Wᵀ = C^K on those rows, as the paper and reference code do; otherwise, and with layer-wise
       tying, W is a separate d -> num_answers map.
+    - `answer_softmax`: "answers" normalises â over the answer classes; "vocabulary" over every word (and, with
+      `time_word`, every time word), as the paper's V × d matrix W and the reference code do (needs Wᵀ = C^K
+      through `answer_words`). `pred` then has the answer classes first and the other words after them, so
+      its argmax is wrong whenever a non-answer word wins.
     - `empty_memories`: "attend" (the reference code's behaviour) keeps the memory's empty slots,
       up to `memory_size`, in the softmax as zero vectors: a "nothing" option whose weight grows with
       the free space; "mask" gives them weight 0. On bAbI 1k "attend" generalised far better
@@ -106,6 +123,7 @@ class MemN2N(nn.Module):
         encoding: str = "position",
         temporal: bool = True,
         time_word: bool = False,
+        answer_softmax: str = "answers",
         tying: str = "adjacent",
         random_noise: float = 0.1,
         init_std: float = 0.1,
@@ -117,7 +135,8 @@ class MemN2N(nn.Module):
         sizes = {"vocab_size": vocab_size, "num_answers": num_answers, "memory_size": memory_size}
         sizes |= {"sentence_len": sentence_len, "embed_dim": embed_dim, "hops": hops}
         options = {"encoding": encoding, "tying": tying, "random_noise": random_noise, "init_std": init_std}
-        options |= {"empty_memories": empty_memories, "answer_words": answer_words, "embeddings": embeddings}
+        options |= {"empty_memories": empty_memories, "answer_words": answer_words, "embeddings": embeddings,
+                    "answer_softmax": answer_softmax}
         _check_options(sizes, **options)
         self.hops, self.memory_size, self.sentence_len = hops, memory_size, sentence_len
         self.temporal, self.random_noise, self.init_std = temporal, random_noise, init_std
@@ -138,8 +157,9 @@ class MemN2N(nn.Module):
         # adjacent tying with answers that are words: Wᵀ = C^K restricted to the answers' rows (§2.2)
         tie_answers = tying == "adjacent" and answer_words is not None
         self.W = None if tie_answers else nn.Linear(d, num_answers, bias=False)
-        answers = torch.tensor(list(answer_words) if tie_answers else [], dtype=torch.long)
-        self.register_buffer("answer_words", answers, persistent=False)
+        self.vocabulary_softmax = answer_softmax == "vocabulary"
+        words = _output_words(answer_words if tie_answers else [], vocab_size, self.vocabulary_softmax)
+        self.register_buffer("output_words", words, persistent=False)
         self.scores = nn.ModuleList(score(query_dim=d, key_dim=d) for _ in range(hops))
         self._register_encoding(encoding, sentence_len, d, time_word=temporal and time_word)
         self._reset_parameters(embeddings)
@@ -267,5 +287,8 @@ class MemN2N(nn.Module):
             u = (u if self.H is None else self.H(u)) + o  # (B, 1, d)
             attention.append(weights.squeeze(1))  # (B, S)
         if self.W is None:
-            return Output(pred=u.squeeze(1) @ self.C[-1].weight[self.answer_words].T, attention=attention)
+            pred = u.squeeze(1) @ self.C[-1].weight[self.output_words].T  # (B, A); "vocabulary": (B, V)
+            if self.vocabulary_softmax and self.time_weight is not None:  # the time words are words too
+                pred = torch.cat([pred, u.squeeze(1) @ self.T_C[-1].weight.T], dim=-1)  # (B, V + S)
+            return Output(pred=pred, attention=attention)
         return Output(pred=self.W(u.squeeze(1)), attention=attention)  # (B, num_answers)

@@ -101,10 +101,11 @@ class QATask(L.LightningModule):
         for i in range(weights.shape[0]):
             sentences = [datamodule.words(s) for s in batch["story"][i].cpu()]
             real = [j for j, s in enumerate(sentences) if s]
+            guess = int(out.pred[i].argmax())  # past the answers: a word that is no answer (a vocabulary softmax)
             title = (
                 f"Q: {datamodule.words(batch['query'][i].cpu())}?   "
                 f"answer: {datamodule.answers[int(batch['answer'][i])]}   "
-                f"predicted: {datamodule.answers[int(out.pred[i].argmax())]}"
+                f"predicted: {datamodule.answers[guess] if guess < len(datamodule.answers) else '(no answer word)'}"
             )
             fig = plots.hop_attention([sentences[j] for j in real], weights[i, real], title)
             paths.append(plots.save(fig, out_dir / f"attention_{i}.png"))
