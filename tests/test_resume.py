@@ -188,8 +188,15 @@ def test_a_live_process_lock_is_refused_and_a_dead_one_taken_over_saying_so(tmp_
     finally:
         holder.kill()
         holder.wait()
+    half = tmp_path / "a" / "checkpoints" / f".last.ckpt.{holder.pid}.tmp"  # killed while writing a checkpoint
+    other = tmp_path / "a" / f".metrics.json.{holder.pid + 1}.tmp"  # another process's: left alone
+    half.parent.mkdir()
+    half.write_bytes(b"partial")
+    other.write_text("{}")
     run_lock.acquire(tmp_path / "a")  # the same lock, its process now gone
-    assert "taking over the lock of a process that is gone" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "taking over the lock of a process that is gone" in said and "1 file(s) it left half-written removed" in said
+    assert not half.exists() and other.exists()
     assert json.loads(path.read_text())["pid"] == os.getpid()
     run_lock.release(tmp_path / "a")
     assert not path.exists()

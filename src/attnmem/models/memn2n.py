@@ -154,15 +154,19 @@ class MemN2N(nn.Module):
         self.T_C = nn.ModuleList(T[i] for i in c) if temporal else None
         self.B = self.A[0] if tying == "adjacent" else nn.Embedding(vocab_size, d, padding_idx=0)
         self.H = nn.Linear(d, d, bias=False) if tying == "layerwise" else None
+        self._build_answer_layer(d, num_answers, vocab_size, answer_words, tying=tying, answer_softmax=answer_softmax)
+        self.scores = nn.ModuleList(score(query_dim=d, key_dim=d) for _ in range(hops))
+        self._register_encoding(encoding, sentence_len, d, time_word=temporal and time_word)
+        self._reset_parameters(embeddings)
+
+    def _build_answer_layer(self, d: int, num_answers: int, vocab_size: int, answer_words: Sequence[int] | None, *,
+                            tying: str, answer_softmax: str) -> None:
         # adjacent tying with answers that are words: Wᵀ = C^K restricted to the answers' rows (§2.2)
         tie_answers = tying == "adjacent" and answer_words is not None
         self.W = None if tie_answers else nn.Linear(d, num_answers, bias=False)
         self.vocabulary_softmax = answer_softmax == "vocabulary"
         words = _output_words(answer_words if tie_answers else [], vocab_size, self.vocabulary_softmax)
         self.register_buffer("output_words", words, persistent=False)
-        self.scores = nn.ModuleList(score(query_dim=d, key_dim=d) for _ in range(hops))
-        self._register_encoding(encoding, sentence_len, d, time_word=temporal and time_word)
-        self._reset_parameters(embeddings)
 
     def _register_encoding(self, encoding: str, sentence_len: int, d: int, *, time_word: bool) -> None:
         words = sentence_len + 1 if time_word else sentence_len  # J: the time word is the last word

@@ -3,7 +3,8 @@
 Rank 0 takes the lock when the run starts (for a command line, in Hydra's `on_run_start`, before Hydra
 writes into the directory) and removes it when the run ends, finished or not. A lock whose process is gone
 (SIGKILL, a crash) is reported and taken over only when that is sure: the same host and no such process,
-or the same SLURM job (a requeued job resuming its own run). A lock of another host is never taken.
+or the same SLURM job (a requeued job resuming its own run); the files that process left half-written (its
+temporary names) are removed then. A lock of another host is never taken.
 """
 
 from __future__ import annotations
@@ -103,7 +104,12 @@ def _take_over(path: Path, owner: dict[str, Any]) -> None:
         )
     from attnmem.runtime import console  # Rich and Lightning: not for a refusal, which the command line prints
 
-    console.note(f"{path.parent}: {taking}")
+    # the files the gone process was writing (attnmem.core.atomic's temporary names hold its pid): never complete
+    partial = list(path.parent.rglob(f".*.{owner['pid']}.tmp")) if isinstance(owner.get("pid"), int) else []
+    for file in partial:
+        file.unlink(missing_ok=True)
+    removed = f"; {len(partial)} file(s) it left half-written removed" if partial else ""
+    console.note(f"{path.parent}: {taking}{removed}")
     write_json(path, me)
 
 
