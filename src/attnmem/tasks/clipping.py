@@ -22,7 +22,7 @@ def weight_matrices(net: nn.Module) -> list[list[nn.Parameter]]:
 
 def spectral_norm(rows: Tensor) -> Tensor:
     """The largest singular value of `rows (N, M)`, from the smaller of its two Gram matrices: a 0-d tensor."""
-    gram = rows.T @ rows if rows.shape[0] >= rows.shape[1] else rows @ rows.T  # (min(N, M),) squared
+    gram = rows.T @ rows if rows.shape[0] >= rows.shape[1] else rows @ rows.T  # (m, m), m = min(N, M)
     return torch.linalg.eigvalsh(gram)[-1].clamp_min(0).sqrt()
 
 

@@ -206,10 +206,11 @@ class Replicas(L.LightningModule):
         if not gradient_clip_val:
             return
         for member in self.members:
-            params = [p for p in member.parameters() if p.grad is not None]
-            if getattr(member, "clip_per_weight", False):
+            if getattr(member, "clip_per_weight", False):  # the family module's own rule, on its own gradients
                 member.configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
-            elif gradient_clip_algorithm == "value":
+                continue
+            params = [p for p in member.parameters() if p.grad is not None]
+            if gradient_clip_algorithm == "value":
                 nn.utils.clip_grad_value_(params, gradient_clip_val)
             else:
                 nn.utils.clip_grad_norm_(params, gradient_clip_val)
