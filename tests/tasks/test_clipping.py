@@ -58,10 +58,10 @@ def test_the_qa_task_clips_per_weight_only_by_norm():
     net = nn.Linear(2, 2)
     net.weight.grad = torch.tensor([[30.0, 0.0], [0.0, 40.0]])
     net.bias.grad = torch.tensor([3.0, 4.0])
-    task = QATask(net, optimizer=instantiate({"_target_": "torch.optim.SGD", "_partial_": True, "lr": 0.1}),
-                  dims=QADims(vocab_size=3, num_answers=2, memory_size=1, sentence_len=1, query_len=1, answer_words=[1, 2],
-                                tasks=[]),
-                  clip_per_weight=True)
+    dims = QADims(vocab_size=3, num_answers=2, memory_size=1, sentence_len=1, query_len=1, answer_words=[1, 2],
+                  tasks=[])
+    sgd = instantiate({"_target_": "torch.optim.SGD", "_partial_": True, "lr": 0.1})
+    task = QATask(net, optimizer=sgd, dims=dims, clip_per_weight=True)
     task.configure_gradient_clipping(None, 20.0, "norm")
     torch.testing.assert_close(net.weight.grad, torch.tensor([[15.0, 0.0], [0.0, 20.0]]))  # 40 -> 20
     torch.testing.assert_close(net.bias.grad, torch.tensor([3.0, 4.0]))  # length 5: untouched

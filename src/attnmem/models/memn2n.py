@@ -64,9 +64,9 @@ def _check_options(
 
 def _output_words(answers: Sequence[int], vocab_size: int, vocabulary: bool) -> Tensor:
     """The rows of C^K that Wᵀ takes: the answers' words, then (a softmax over the vocabulary) every other word."""
-    words = list(answers)
-    return torch.tensor(words + ([w for w in range(vocab_size) if w not in set(words)] if vocabulary else []),
-                        dtype=torch.long)
+    taken = set(answers)
+    others = [w for w in range(vocab_size) if w not in taken] if vocabulary else []
+    return torch.tensor([*answers, *others], dtype=torch.long)
 
 
 class MemN2N(nn.Module):
