@@ -25,10 +25,15 @@ class Streams:
     """One set of global random states per seed in `seeds`; `use(r)` makes replica r's the global one."""
 
     def __init__(self, seeds: Sequence[int]) -> None:
-        outer, outer_seed = _collect_rng_states(), os.environ.get("PL_GLOBAL_SEED")
         self.seeds: list[int] = list(seeds)
         self.states: list[dict[str, Any]] = []
-        for seed in seeds:
+        self.reset()
+
+    def reset(self) -> None:
+        """Start every stream again from its seed, as `seed_everything` and Lightning's `reset_seed` start a run's."""
+        outer, outer_seed = _collect_rng_states(), os.environ.get("PL_GLOBAL_SEED")
+        self.states = []
+        for seed in self.seeds:
             L.seed_everything(seed, workers=True, verbose=False)
             self.states.append(_collect_rng_states())
         _set_rng_states(outer)

@@ -24,6 +24,7 @@ from typing import Any
 
 import lightning as L
 import torch
+from lightning.pytorch.strategies import ParallelStrategy
 from torch import Tensor, nn
 
 from attnmem.core.errors import UserError
@@ -174,6 +175,12 @@ class Replicas(L.LightningModule):
         for member, state in zip(self.members, self.best_state):
             if state is not None:
                 member.net.load_state_dict(state)
+
+    def setup(self, stage: str) -> None:
+        # Lightning's parallel strategies (DDP, FSDP, DeepSpeed) re-seed a single run's global states with its seed
+        # as each stage sets up (`reset_seed`), after the model is built: each replica's stream starts again too
+        if isinstance(self.trainer.strategy, ParallelStrategy):
+            self.streams.reset()
 
     def on_validation_start(self) -> None:
         if self.trainer.state.fn != "fit":
