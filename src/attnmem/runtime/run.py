@@ -35,6 +35,7 @@ from attnmem.runtime import (
     legacy,
     manifest,
     option_types,
+    process,
     replicas,
     resume,
     run_dir_guard,
@@ -65,7 +66,7 @@ def setup(
     """Seed, then build the datamodule (set up), the family module around the model, and the trainer (its
     loggers keeping the history before `resume_step` of a resumed run)."""
     option_types.check_top_level(cfg, "seed", "threads")
-    _set_threads(cfg.threads)
+    process.configure(cfg.threads)
     L.seed_everything(cfg.seed, workers=True)
     check_compatible(cfg)
     count = replicas.check(cfg)
@@ -174,7 +175,7 @@ def _fit(
 def evaluate(cfg: DictConfig) -> dict[str, float]:
     """Evaluate a checkpoint of a finished run on its (or overridden) data; write metrics.json."""
     option_types.check_top_level(cfg, "threads")
-    _set_threads(cfg.threads)
+    process.configure(cfg.threads)
     ckpt = _eval_checkpoint(cfg)
     run_cfg_path = ckpt.parent.parent / ".hydra" / "config.yaml"
     if not run_cfg_path.is_file():
@@ -334,12 +335,6 @@ def _check_max_epochs(trainer_cfg: DictConfig) -> None:
             f"trainer.max_epochs={epochs} trains nothing: pass trainer.max_epochs=1 or more "
             "(or -1 for no limit, with trainer.max_steps)"
         )
-
-
-def _set_threads(threads: int) -> None:
-    if threads < 1:
-        raise ValueError(f"threads must be >= 1, got {threads}")
-    torch.set_num_threads(threads)
 
 
 def _finish_wandb(trainer: L.Trainer) -> None:
