@@ -195,6 +195,19 @@ def test_other_models_reproduce_single_runs(model, path, tmp_path, capsys):
         assert metrics[f"replicas/{r}/val/loss"] == pytest.approx(single["val/loss"], rel=1e-5)
 
 
+@pytest.mark.parametrize(("option", "path"), [
+    ("model.tying=layerwise", "one batched vmap"),  # H is a weight but no lookup table: no fold
+    ("model.tying=adjacent", "one batch of all replicas' rows"),  # every weight a table: `fold`
+])
+def test_memn2n_replicas_fold_where_every_weight_is_a_table_else_vmap(option, path, tmp_path, capsys):
+    quick = [*MEMN2N, option, "trainer.max_epochs=1", "callbacks.plots=null"]
+    steps, metrics = train(tmp_path / "replicas", *quick, "replicas=2")
+    assert path in capsys.readouterr().out
+    single_steps, single = train(tmp_path / "seed1", *quick, "seed=1")
+    assert worst_gap(steps, single_steps, 1, steps=25) < 1e-5
+    assert metrics["replicas/1/val/loss"] == pytest.approx(single["val/loss"], rel=1e-5)
+
+
 def test_the_memn2n_recipe_reproduces_single_runs(tmp_path):
     # the paper recipe: linear start (on every replica), SGD and StepLR, summed loss, the last state, and each
     # weight matrix clipped by its own spectral norm (at 2 here, so it clips on most steps; the recipe's is 40)

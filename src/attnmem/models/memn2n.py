@@ -108,7 +108,7 @@ class MemN2N(nn.Module):
     """
 
     families: ClassVar[tuple[str, ...]] = ("qa",)
-    replicas_batched: ClassVar[bool] = True  # replicas=R trains in one vmap; RN's numbers come from `draws`
+    replicas_batched: ClassVar[bool] = True  # replicas=R in one batched step (`fold`, else vmap); RN's from `draws`
 
     def __init__(
         self,
@@ -209,6 +209,26 @@ class MemN2N(nn.Module):
         blank = torch.rand(b, 1, device=story.device)  # (B, 1), drawn first as before
         return {"rn_blank": blank, "rn_keys": torch.rand(b, s + most, device=story.device)}  # (B, S + most)
 
+    @property
+    def folds(self) -> bool:
+        """Whether replicas of this model can run folded into one batch (`fold`): every weight a lookup table (no
+        H, no W, no score with weights, no vocabulary softmax over the time words); else they take `vmap`."""
+        has_weights = any(True for score in self.scores for _ in score.parameters())
+        return self.H is None and self.W is None and not self.vocabulary_softmax and not has_weights
+
+    def fold(self, batches: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
+        """R replicas' batches as one batch of all their rows, for one forward over their tables stacked replica by
+        replica ((R·V, d) each): a word id moves to replica r's rows, the pad word to row 0 (zero in every
+        replica), `replica (R·B,)` names each row's."""
+        folded = {k: torch.cat([b[k] for b in batches]) for k, v in batches[0].items() if isinstance(v, Tensor)}
+        replica = torch.arange(len(batches), device=batches[0]["story"].device)  # (R,)
+        for key in ("story", "query"):
+            words = torch.stack([b[key] for b in batches])  # (R, B, ...)
+            shift = self.A[0].num_embeddings * replica.view(-1, *[1] * (words.dim() - 1))  # (R, 1, ...)
+            folded[key] = torch.where(words > 0, words + shift, 0).flatten(0, 1)  # (R·B, ...)
+        folded["replica"] = replica.repeat_interleave(batches[0]["story"].shape[0])  # (R·B,)
+        return folded
+
     def time_index(self, slot_mask: Tensor, drawn: dict[str, Tensor]) -> Tensor:
         """Recency of each slot, 0 = most recent, from `slot_mask (B, S)` (slots left-aligned): (B, S); with RN's
         `drawn` numbers (`draws`), spread over extra empty slots."""
@@ -278,6 +298,9 @@ class MemN2N(nn.Module):
         slot_mask = story.ne(0).any(-1)  # (B, S) True for a real sentence
         drawn = {k: batch[k] for k in ("rn_blank", "rn_keys") if k in batch} or self.draws(batch)  # replicas draw first
         time = self.time_index(slot_mask, drawn) if self.temporal else None
+        rows = batch.get("replica")  # (B,) each row's replica, when replicas run folded into one batch (`fold`)
+        if time is not None and rows is not None:
+            time = time + self.memory_size * rows.unsqueeze(-1)  # (B, S) in replica r's rows of the time tables
         u = self.encode(self.B, query).unsqueeze(1)  # (B, 1, d)
         memories = self.memories(story, time)
         mask, linear = slot_mask.unsqueeze(1), self.linear_start  # (B, 1, S)
@@ -291,8 +314,16 @@ class MemN2N(nn.Module):
             u = (u if self.H is None else self.H(u)) + o  # (B, 1, d)
             attention.append(weights.squeeze(1))  # (B, S)
         if self.W is None:
-            pred = u.squeeze(1) @ self.C[-1].weight[self.output_words].T  # (B, A); "vocabulary": (B, V)
-            if self.vocabulary_softmax and self.time_weight is not None:  # the time words are words too
-                pred = torch.cat([pred, u.squeeze(1) @ self.T_C[-1].weight.T], dim=-1)  # (B, V + S)
-            return Output(pred=pred, attention=attention)
+            return Output(pred=self.tied_answers(u.squeeze(1), rows), attention=attention)
         return Output(pred=self.W(u.squeeze(1)), attention=attention)  # (B, num_answers)
+
+    def tied_answers(self, u: Tensor, rows: Tensor | None) -> Tensor:
+        """Logits `u (B, d)` Wᵀ with Wᵀ = C^K's answer rows: (B, A); "vocabulary": (B, V), (B, V + S) with the time
+        words. Folded replicas (`rows`, `fold`): each replica's rows by its own C^K."""
+        if rows is not None:
+            table = self.C[-1].weight.unflatten(0, (-1, self.C[-1].num_embeddings))[:, self.output_words]  # (R, A, d)
+            return torch.bmm(u.unflatten(0, (table.shape[0], -1)), table.transpose(1, 2)).flatten(0, 1)  # (B, A)
+        pred = u @ self.C[-1].weight[self.output_words].T  # (B, A); "vocabulary": (B, V)
+        if self.vocabulary_softmax and self.time_weight is not None:  # the time words are words too
+            pred = torch.cat([pred, u @ self.T_C[-1].weight.T], dim=-1)  # (B, V + S)
+        return pred

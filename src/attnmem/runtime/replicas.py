@@ -135,7 +135,9 @@ def build(cfg: DictConfig, count: int, datamodule: L.LightningDataModule,
                       keep_best=bool(checkpointing and checkpointing.get("monitor")),
                       patience=stopping.get("patience", 3) if stopping else None,
                       min_delta=float(stopping.get("min_delta", 0.0)) if stopping else 0.0)
-    path = "one batched vmap" if module.batched else "a loop over the replicas (its model has no batched path)"
+    path = "a loop over the replicas (its model has no batched path)"
+    if module.batched:
+        path = "one batch of all replicas' rows" if getattr(net, "folds", False) else "one batched vmap"
     console.note(f"replicas={count} (seeds {cfg.seed}..{cfg.seed + count - 1}): {path}")
     return ReplicaData(datamodule, streams), module
 

@@ -5,6 +5,11 @@ module (`torch.func.stack_module_state` detaches). Buffers every replica holds a
 encoding and linear-start flag) are passed once; those that differ (the NTM's random initial memory) are
 stacked too. A model whose training forward draws random numbers gets them through `draws(batch)`, called
 per replica under its own stream, so each replica draws what its single run would.
+
+A model whose weights are all lookup tables can go further (`folds`, `fold(batches)`): one batch of all replicas'
+rows, its ids moved into each replica's rows of the tables stacked as one (MemN2N); one plain forward then
+serves every replica, without `vmap`'s batching rules (whose embedding backward skips the pad word of the
+first replica only).
 """
 
 from __future__ import annotations
@@ -43,16 +48,29 @@ class Batched:
     def __init__(self, net: nn.Module) -> None:
         self.base = copy.deepcopy(net).to("meta")
         self.params: dict[int, dict[str, nn.Parameter]] = {}
+        self.buffer_names: dict[int, list[str]] = {}  # names only: a buffer is a new tensor when a module moves
         self.embeddings: dict[int, list[nn.Embedding]] = {}
+        self.folded = False  # whether the last forward was folded (`fold`), which leaves pad rows without gradient
 
     def __call__(self, nets: Sequence[nn.Module], batches: Sequence[dict[str, Tensor]]) -> list[Output]:
         """Each net's `Output` on its batch."""
         self.base.train(nets[0].training)
-        named = [self.params.setdefault(id(net), dict(net.named_parameters())) for net in nets]
+        for net in nets:  # looked up once per net (`setdefault` would walk the modules on every call)
+            if id(net) not in self.params:
+                self.params[id(net)] = dict(net.named_parameters())
+                self.buffer_names[id(net)] = [n for n, _ in net.named_buffers()]
+        named = [self.params[id(net)] for net in nets]
         params = {name: torch.stack([p[name] for p in named]) for name in named[0]}  # (R, ...) each
-        buffers = [dict(net.named_buffers()) for net in nets]
+        names = [self.buffer_names[id(net)] for net in nets]
+        buffers = [{n: net.get_buffer(n) for n in named_buffers} for net, named_buffers in zip(nets, names)]
         shared = {n: b for n, b in buffers[0].items() if all(torch.equal(b, other[n]) for other in buffers[1:])}
         varied = {n: torch.stack([other[n] for other in buffers]) for n in buffers[0] if n not in shared}
+        self.folded = getattr(self.base, "folds", False) and not varied
+        if self.folded:  # one forward over all replicas' rows, each
+            flat = {n: p.flatten(0, 1) for n, p in params.items()}  # parameter one table of R x its rows
+            out = functional_call(self.base, (flat, shared), (self.base.fold(batches),))
+            return _unstack(out.pred.unflatten(0, (len(nets), -1)), [a.unflatten(0, (len(nets), -1))
+                                                                      for a in out.attention])
         stacked = {k: torch.stack([b[k] for b in batches]) if isinstance(v, Tensor) else v
                    for k, v in batches[0].items()}
 
@@ -62,17 +80,26 @@ class Batched:
 
         in_dims = {k: 0 if isinstance(v, Tensor) else None for k, v in stacked.items()}
         preds, attention = torch.vmap(one, in_dims=(0, 0, in_dims), randomness="error")(params, varied, stacked)
-        return [Output(pred=preds[r], attention=[a[r] for a in attention]) for r in range(len(nets))]
+        return _unstack(preds, list(attention))
 
     def pad_gradients(self, nets: Sequence[nn.Module]) -> None:
         """Zero the gradient of every embedding's `padding_idx` row, as `nn.Embedding` promises: torch's vmap
-        rule for embeddings ignores `padding_idx` in every replica but the first."""
+        rule for embeddings ignores `padding_idx` in every replica but the first. A folded forward reads no other
+        replica's pad row and every pad word from row 0, which `padding_idx` skips: nothing to zero."""
+        if self.folded:
+            return
         for net in nets:
-            found = self.embeddings.setdefault(id(net), [m for m in net.modules() if isinstance(m, nn.Embedding)
-                                                         and m.padding_idx is not None])
-            for module in found:
+            if id(net) not in self.embeddings:
+                self.embeddings[id(net)] = [m for m in net.modules()
+                                            if isinstance(m, nn.Embedding) and m.padding_idx is not None]
+            for module in self.embeddings[id(net)]:
                 if module.weight.grad is not None:
                     module.weight.grad[module.padding_idx] = 0
+
+
+def _unstack(preds: Tensor, attention: list[Tensor]) -> list[Output]:
+    """Replica r's `Output` from predictions (R, B, ...) and attention maps (R, B, ...)."""
+    return [Output(pred=preds[r], attention=[a[r] for a in attention]) for r in range(preds.shape[0])]
 
 
 def with_draws(net: nn.Module, batch: dict[str, Tensor]) -> dict[str, Tensor]:
