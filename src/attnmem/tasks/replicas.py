@@ -16,6 +16,8 @@ the selected replica's (`select`: a `train/` or `val/` key and `min|max`), with 
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from collections.abc import Sequence
 from contextlib import nullcontext
@@ -225,7 +227,10 @@ class Replicas(L.LightningModule):
     def configure_optimizers(self) -> Any:
         """One optimizer over every replica's parameters (elementwise: R separate ones), and its scheduler."""
         first = self.members[0]
-        return optim.configure(self.parameters(), first.optimizer_factory, first.scheduler_factory)
+        factory = first.optimizer_factory
+        if "foreach" in inspect.signature(factory).parameters and "foreach" not in getattr(factory, "keywords", {}):
+            factory = functools.partial(factory, foreach=True)  # one call over all replicas' tensors, same numbers
+        return optim.configure(self.parameters(), factory, first.scheduler_factory)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         hooks.on_save_checkpoint(self.members[0], checkpoint)
