@@ -3,9 +3,13 @@
 Both sides are built by the run's own `setup` from the composed config: one family module (`replicas=1`) and
 the `Replicas` module of R. Each side trains `--steps` steps on its own loader (the replicas each draw their
 own batches), with the optimizer of the run (no clipping: the default configs clip nothing); a side's time covers its
-data, forward, backward and optimizer steps. Rounds interleave (single, replicas, single, ...) and the best
-of each side is kept. The ratio is R x (replica steps/s) / (single steps/s): above 1, R replicas cost less
+data, forward, backward and optimizer steps, in CPU time of the process on a CPU (other load counts less). Rounds
+pair a single run's steps with the replicas'; the ratio printed is the median of the rounds' (their range after it).
+The ratio is R x (replica steps/s) / (single steps/s): above 1, R replicas cost less
 than R runs. Targets on a 2-core CPU: MemN2N (bAbI task-1 shapes) R=10 >= 1.5, NTM copy R=4 >= 1.25.
+
+`--bound` also times one run at batch R x B (B the case's batch size): R replicas do at least that work, so
+R x its steps/s over the single run's is the most any batched replica step can reach on the device.
 
     python benchmarks/replicas.py                 # both cases
     python benchmarks/replicas.py --case ntm --replicas 1 10 64   # on a GPU: add trainer=gpu
@@ -14,6 +18,7 @@ than R runs. Targets on a 2-core CPU: MemN2N (bAbI task-1 shapes) R=10 >= 1.5, N
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -52,7 +57,8 @@ def steps_per_second(module: L.LightningModule, loader: Any, optimizer: torch.op
                      device: torch.device) -> float:
     """Training steps/s of `module` over `steps` batches of `loader` (repeated as needed)."""
     module.to(device).train()
-    done, start = 0, time.perf_counter()
+    clock = time.process_time if device.type == "cpu" else time.perf_counter  # CPU: other load counts less
+    done, start = 0, clock()
     while done < steps:
         for batch in loader:
             batch = L.pytorch.utilities.move_data_to_device(batch, device)
@@ -66,7 +72,16 @@ def steps_per_second(module: L.LightningModule, loader: Any, optimizer: torch.op
                 break
     if device.type == "cuda":
         torch.cuda.synchronize()
-    return steps / (time.perf_counter() - start)
+    return steps / (clock() - start)
+
+
+def bound(out_dir: Path, overrides: list[str], replicas: int, single: float, args: argparse.Namespace,
+          device: torch.device) -> float:
+    """R x the steps/s of one run at batch R x B over `single`, the single run's steps/s at batch B."""
+    batch = compose("train", overrides=overrides).data.batch_size
+    wide = build(out_dir, [*overrides, f"data.batch_size={replicas * batch}"], 1)
+    best = max(steps_per_second(*wide, args.steps, device) for _ in range(args.rounds))
+    return replicas * best / single
 
 
 def main() -> None:
@@ -78,6 +93,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--bound", action="store_true", help="also time one run at batch R x B (the ceiling)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -87,14 +103,17 @@ def main() -> None:
             single = build(Path(tmp) / case / "single", overrides, 1)
             for r in args.replicas or [target_r]:
                 many = build(Path(tmp) / case / f"r{r}", overrides, r) if r > 1 else single
-                best_single = best_many = 0.0
-                for _ in range(args.rounds):
-                    best_single = max(best_single, steps_per_second(*single, args.steps, device))
-                    best_many = max(best_many, steps_per_second(*many, args.steps, device))
-                ratio = r * best_many / best_single
+                rounds = [(steps_per_second(*single, args.steps, device), steps_per_second(*many, args.steps, device))
+                          for _ in range(args.rounds)]
+                ratios = sorted(r * m / s for s, m in rounds)
+                best_single, best_many = max(s for s, _ in rounds), max(m for _, m in rounds)
                 print(f"{case:7s} R={r:3d}  single {best_single:7.1f} steps/s   replicas {best_many:7.1f} steps/s  "
-                      f"replica-steps/s ratio {ratio:5.2f}  ({args.device}, threads={args.threads}, "
-                      f"best of {args.rounds} interleaved rounds of {args.steps} steps)")
+                      f"replica-steps/s ratio {statistics.median(ratios):5.2f} ({ratios[0]:.2f}-{ratios[-1]:.2f})  "
+                      f"({args.device}, threads={args.threads}, median of {args.rounds} paired rounds of "
+                      f"{args.steps} steps)")
+                if args.bound and r > 1:
+                    ceiling = bound(Path(tmp) / case / f"wide{r}", overrides, r, best_single, args, device)
+                    print(f"{'':7s} R={r:3d}  bound {ceiling:5.2f}: R x steps/s of one run at batch R x B, over single")
 
 
 if __name__ == "__main__":
