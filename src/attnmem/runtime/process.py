@@ -30,8 +30,8 @@ def keep_freed_memory() -> bool:
     By default glibc maps an allocation above its threshold (128 KiB at first, a tensor of a few hundred
     rows here) on its own pages and unmaps it when freed, and trims the heap when its top is free, so every
     step's activations fault their pages in again. On this project's 2-core machine that cost R = 10 MemN2N
-    replicas (tensors of 640 rows) a third of their step (`benchmarks/replicas.py`). Off glibc (macOS,
-    musl) it does nothing.
+    replicas (tensors of 640 rows) about a quarter of their step time and a single MemN2N run at batch 64
+    about a fifth (`benchmarks/replicas.py`, docs/benchmarks.md). Off glibc (macOS, musl) it does nothing.
     """
     if not sys.platform.startswith("linux"):
         return False
