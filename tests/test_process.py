@@ -10,7 +10,7 @@ import pytest
 # default threshold, held fixed: left to itself glibc raises it after some frees, so how many fault varies), then
 # kept; an unmapped tensor faults its 4,096 pages in again each time
 FAULTS = """
-import ctypes, ctypes.util, resource, torch
+import ctypes, resource, torch
 from attnmem.runtime.process import M_MMAP_THRESHOLD, keep_freed_memory
 
 def faults():
@@ -20,7 +20,7 @@ def faults():
         torch.ones(4 << 20)  # (4M,) float32, 16 MiB
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
 
-ctypes.CDLL(ctypes.util.find_library("c")).mallopt(M_MMAP_THRESHOLD, 128 << 10)
+ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, 128 << 10)
 mapped = faults()
 took = keep_freed_memory()
 faults()  # the heap settles into its new size

@@ -212,7 +212,7 @@ class MemN2N(nn.Module):
     @property
     def folds(self) -> bool:
         """Whether replicas of this model can run folded into one batch (`fold`): every weight a lookup table (no
-        H, no W, no score with weights, no vocabulary softmax over the time words); else they take `vmap`."""
+        H, no W, no score with weights, no vocabulary softmax); else they take `vmap`."""
         has_weights = any(True for score in self.scores for _ in score.parameters())
         return self.H is None and self.W is None and not self.vocabulary_softmax and not has_weights
 

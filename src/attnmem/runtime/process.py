@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
 import sys
 
 import torch
@@ -24,6 +24,7 @@ def configure(threads: int) -> None:
     keep_freed_memory()
 
 
+@functools.cache  # the settings last for the process: once is enough
 def keep_freed_memory() -> bool:
     """Keep glibc from handing freed memory back to the kernel between steps; whether it took the settings.
 
@@ -35,9 +36,5 @@ def keep_freed_memory() -> bool:
     """
     if not sys.platform.startswith("linux"):
         return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-    except OSError:
-        return False
-    mallopt = getattr(libc, "mallopt", None)
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)  # the process's own symbols: glibc's, where it is glibc
     return mallopt is not None and all(mallopt(param, value) == 1 for param, value in KEPT.items())

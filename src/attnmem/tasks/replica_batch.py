@@ -38,7 +38,8 @@ def stackable(batches: Sequence[dict[str, Tensor]]) -> bool:
 
 
 class Batched:
-    """The forward of R replicas of one model in one `vmap` of `functional_call` over their stacked parameters.
+    """The forward of R replicas of one model in one `vmap` of `functional_call` over their stacked parameters, or
+    in one plain call on all their rows where the model folds them (`folds`, `fold`).
 
     It calls a copy of the model on the meta device (it holds no data, so what a call leaves in it harms no
     replica: torch's `functional_call` under `vmap` leaves batched tensors in tied modules). Each replica's
