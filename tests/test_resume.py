@@ -60,6 +60,31 @@ def test_a_run_killed_after_its_last_epoch_resumes_to_the_same_metrics(compose_c
         k: v for k, v in finished.items() if not k.endswith("_seconds")}
 
 
+@pytest.mark.parametrize("replicas", [1, 2])
+@pytest.mark.parametrize("saved_at", ["epoch_end", "validation_end"])
+def test_a_run_killed_before_its_last_epochs_train_metrics_were_logged_reports_them(compose_cfg, tmp_path, replicas,
+                                                                                    saved_at):
+    # last.ckpt is written before the CSV log has the epoch's train/ row: at the training epoch's end after the
+    # module's hook, or (validating twice an epoch) at validation's end before it. A kill after the last epoch's
+    # checkpoint leaves it and a CSV log without that row; the run resumes with nothing left to train
+    out, overrides = tmp_path / "run", [*TINY, "trainer.max_epochs=2", f"replicas={replicas}"]
+    overrides += ["+trainer.val_check_interval=0.5"] if saved_at == "validation_end" else []
+    run.train(compose_cfg(*overrides, run_dir=out))
+    finished = json.loads((out / "metrics.json").read_text())
+    (out / "metrics.json").unlink()
+    log = out / "csv" / "metrics.csv"
+    rows = log.read_text().splitlines()
+    header = rows[0].split(",")
+    trained = [i for i, row in enumerate(rows[1:], 1) if row.split(",")[header.index("train/loss")]]
+    key = "train/loss" if replicas == 1 else "replicas/0/train/loss"  # the last epoch's, as its CSV row has it
+    assert finished[key] == pytest.approx(float(rows[trained[-1]].split(",")[header.index(key)]), rel=1e-6)
+    log.write_text("\n".join(rows[: trained[-1]] + rows[trained[-1] + 1:]) + "\n")
+    run.train(compose_cfg(*overrides, "resume=auto", run_dir=out))
+    resumed = json.loads((out / "metrics.json").read_text())
+    assert {k: v for k, v in resumed.items() if k.startswith(("train/", "replicas/"))} == {
+        k: v for k, v in finished.items() if k.startswith(("train/", "replicas/"))}
+
+
 def test_a_moved_run_resumes_with_one_last_ckpt_and_metrics_name_the_checkpoint_load_run_uses(compose_cfg, tmp_path):
     moved = Path(shutil.move(_unfinished(compose_cfg, tmp_path), tmp_path / "moved"))
     run.train(compose_cfg(*TINY, "trainer.max_epochs=4", "resume=auto", run_dir=moved))

@@ -142,14 +142,20 @@ def command(run_dir: Path) -> str:
 
 
 def train_metrics(trainer: Any) -> dict[str, float]:
-    """The trainer's `train/` metrics; for a run resumed after its last epoch, the last ones of its CSV log.
+    """The trainer's `train/` metrics; for a run resumed after its last epoch, those of the checkpoint it resumed.
 
     A run killed after its last training epoch resumes with nothing left to train, so the trainer has no
-    `train/` metrics: they come from the log its epochs wrote (none without the CSV logger).
+    `train/` metrics: they come from the checkpoint (written before the epoch's CSV row is), or for a
+    checkpoint older than that record, from the log its epochs wrote (none without the CSV logger).
     """
     trained = {key: float(value) for key, value in trainer.callback_metrics.items() if key.startswith("train/")}
     if trained:
         return trained
     from attnmem.callbacks.csv_logger import logged_history  # Lightning: only once a run has trained
+    from attnmem.runtime import checkpoint
+    from attnmem.tasks.hooks import TRAIN_KEY
+
+    if trainer.ckpt_path and TRAIN_KEY in (saved := checkpoint.load(trainer.ckpt_path)):
+        return saved[TRAIN_KEY]
 
     return {key: series[max(series)] for key, series in logged_history(trainer).items() if key.startswith("train/")}

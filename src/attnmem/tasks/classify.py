@@ -50,7 +50,7 @@ class ClassifyTask(L.LightningModule):
     training_step, validation_step, test_step = (hooks.step(split) for split in SPLITS)
     on_train_epoch_end, on_validation_epoch_end, on_test_epoch_end = (hooks.epoch_end(split) for split in SPLITS)
     configure_optimizers = hooks.configure_optimizers
-    on_save_checkpoint = hooks.on_save_checkpoint
+    on_save_checkpoint, on_load_checkpoint = hooks.on_save_checkpoint, hooks.on_load_checkpoint
     prog_bar_splits: ClassVar[tuple[str, ...]] = ("train", "val")
 
     def shared_step(self, batch: dict[str, Tensor], split: str, test_set: int = 0) -> Tensor:

@@ -68,7 +68,7 @@ class EmbeddingsTask(L.LightningModule):
 
     monitor: ClassVar[str] = "val/loss"
     mode: ClassVar[str] = "min"
-    on_save_checkpoint = hooks.on_save_checkpoint
+    on_save_checkpoint, on_load_checkpoint = hooks.on_save_checkpoint, hooks.on_load_checkpoint
 
     def __init__(
         self,

@@ -30,7 +30,7 @@ class GraphTask(L.LightningModule):
 
     monitor: ClassVar[str] = "val/loss"
     mode: ClassVar[str] = "min"
-    on_save_checkpoint = hooks.on_save_checkpoint
+    on_save_checkpoint, on_load_checkpoint = hooks.on_save_checkpoint, hooks.on_load_checkpoint
 
     def __init__(
         self,

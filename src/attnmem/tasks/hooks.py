@@ -12,17 +12,52 @@ from collections.abc import Callable
 from typing import Any
 
 import lightning as L
-from torch import Tensor
+from torch import Tensor, nn
 
 from attnmem.tasks import optim
+from attnmem.tasks.metrics import Sums
 
 STAGES = {"train": "train", "val": "validation", "test": "test"}  # Lightning's name of each split in its hooks
 MODEL_KEY = "attnmem_model"  # the checkpoint's record of the model class its weights belong to
+TRAIN_KEY = "attnmem_train_metrics"  # the checkpoint's record of the last logged train/ metrics
+SUMS_KEY = "attnmem_sums"  # the checkpoint's record of the module's running sums (an epoch may be under way)
 
 
 def on_save_checkpoint(module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
-    """Record the model's class in the checkpoint, so evaluating it with another model's config names both."""
-    checkpoint[MODEL_KEY] = f"{type(module.net).__module__}.{type(module.net).__qualname__}"
+    """Record the model's class (evaluating with another model's config names both), the running sums of the
+    epoch under way and the last logged `train/` metrics (what a run resumed with nothing left to train reports)."""
+    record_model(module.net, checkpoint)
+    checkpoint[SUMS_KEY] = sums_state(module, synced=True)
+    checkpoint[TRAIN_KEY] = {k: float(v) for k, v in module.trainer.callback_metrics.items() if k.startswith("train/")}
+
+
+def on_load_checkpoint(module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
+    """Continue the running sums the checkpoint recorded (none in one written before that record)."""
+    if module.global_rank == 0:  # the recorded sums are all processes'; the others start from zero
+        load_sums(module, checkpoint.get(SUMS_KEY, {}))
+
+
+def record_model(net: nn.Module, checkpoint: dict[str, Any]) -> None:
+    """Record the class of `net` in the checkpoint."""
+    checkpoint[MODEL_KEY] = f"{type(net).__module__}.{type(net).__qualname__}"
+
+
+def sums_state(module: nn.Module, *, synced: bool = False) -> dict[str, dict[str, Tensor]]:
+    """Every `Sums` of the module by name, its states copied (`synced`: reduced over all processes). A checkpoint
+    written at validation's end comes while the training epoch's sums are still to be logged."""
+    states = {}
+    for name, m in module.named_modules():
+        if isinstance(m, Sums):
+            with m.sync_context(should_sync=synced):
+                states[name] = {state: getattr(m, state).clone() for state in m._defaults}
+    return states
+
+
+def load_sums(module: nn.Module, saved: dict[str, dict[str, Tensor]]) -> None:
+    """Give each `Sums` of the module the states `sums_state` recorded under its name."""
+    for name, m in module.named_modules():
+        for state, value in saved.get(name, {}).items() if isinstance(m, Sums) else ():
+            setattr(m, state, value.to(getattr(m, state).device))
 
 
 def log_epoch(module: L.LightningModule, split: str) -> None:

@@ -63,7 +63,7 @@ class PatternsTask(L.LightningModule):
 
     monitor: ClassVar[str] = "val/overlap"
     mode: ClassVar[str] = "max"
-    on_save_checkpoint = hooks.on_save_checkpoint
+    on_save_checkpoint, on_load_checkpoint = hooks.on_save_checkpoint, hooks.on_load_checkpoint
 
     def __init__(self, net: nn.Module, *, optimizer: Callable[..., torch.optim.Optimizer],
                  scheduler: Callable[..., Any] | None = None, dims: PatternsDims) -> None:

@@ -54,7 +54,7 @@ class QATask(L.LightningModule):
     training_step, validation_step, test_step = (hooks.step(split) for split in SPLITS)
     on_train_epoch_end, on_validation_epoch_end, on_test_epoch_end = (hooks.epoch_end(split) for split in SPLITS)
     configure_optimizers = hooks.configure_optimizers
-    on_save_checkpoint = hooks.on_save_checkpoint
+    on_save_checkpoint, on_load_checkpoint = hooks.on_save_checkpoint, hooks.on_load_checkpoint
     prog_bar_splits: ClassVar[tuple[str, ...]] = ("train", "val")
 
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,

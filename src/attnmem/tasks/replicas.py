@@ -233,14 +233,19 @@ class Replicas(L.LightningModule):
         return optim.configure(self.parameters(), factory, first.scheduler_factory)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        hooks.on_save_checkpoint(self.members[0], checkpoint)
+        hooks.record_model(self.members[0].net, checkpoint)
         data = self.trainer.datamodule
         if hasattr(data, "inner"):  # evaluating and loading the run look the vocabulary up by the datamodule's name
             checkpoint[type(data.inner).__qualname__] = data.inner.state_dict()
         checkpoint["replicas"] = {
             "best_score": self.best_score, "best_state": self.best_state, "best_val": self.best_val,
             "last_val": self.last_val,
-            "last_train": self.last_train, "wait": self.wait, "stopped": self.stopped,
+            # a running replica's epoch so far where the checkpoint comes before this module's epoch end (at
+            # validation's end): evaluating the checkpoint restores this, as resuming does
+            "last_train": [(_so_far(m) if not why else {}) or last
+                           for m, why, last in zip(self.members, self.stopped, self.last_train)],
+            "wait": self.wait, "stopped": self.stopped,
+            "sums": [hooks.sums_state(m, synced=True) for m in self.members],
             "streams": self.streams.state_dict(),
         }
 
@@ -250,6 +255,8 @@ class Replicas(L.LightningModule):
         self.last_val = saved["last_val"]
         self.last_train, self.wait, self.stopped = saved["last_train"], saved["wait"], saved["stopped"]
         self.streams.load_state_dict(saved["streams"])
+        for member, sums in zip(self.members, saved.get("sums", []) if self.global_rank == 0 else []):
+            hooks.load_sums(member, sums)  # all processes' sums: the other processes start from zero
 
     def pick_for_plots(self) -> int:
         """The replica whose figures the run draws: the selection rule on the validation of the state each
@@ -279,6 +286,15 @@ def summary(values: list[dict[str, float]]) -> dict[str, float]:
         out[f"replicas/mean/{key}"] = float(column.mean())
         out[f"replicas/std/{key}"] = float(column.std()) if len(column) > 1 else 0.0
     return out
+
+
+def _so_far(member: L.LightningModule) -> dict[str, float]:
+    """The member's training metrics of the epoch so far ({} before its first batch), its sums left as they were."""
+    kept = hooks.sums_state(member)
+    try:
+        return _floats(member.epoch_metrics("train"))
+    finally:
+        hooks.load_sums(member, kept)
 
 
 def _floats(logged: dict[str, Tensor]) -> dict[str, float]:
