@@ -20,9 +20,9 @@ from test_run_dir_integrity import _digest, _guard_refuses, _hydra_cfg
 
 from attnmem.runtime import checkpoint, run
 
-# 20 epochs: the kills below land in training (a kill after the last epoch's checkpoint, before that epoch's train
-# metrics reach the CSV log, resumes with the previous epoch's: an open gap, docs/architecture.md); at 8 epochs a fast
-# machine ended training inside a kill's delay
+# 20 epochs: the kills below land in training, where the resumed run logs again what the killed one would have
+# (a kill after the last checkpoint leaves a CSV log without the last epoch's train/ row: tests/test_resume.py); at
+# 8 epochs a fast machine ended training inside a kill's delay
 EPOCHS = 20
 RUN = [*FAST, "data.source.num_train=400", "data.source.num_val=40", "data.source.num_test=40",
        "data.batch_size=32", f"trainer.max_epochs={EPOCHS}"]
