@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from attnmem.attention import Additive, Bilinear, Cosine, Dot, ScaledDot
+from attnmem.blocks.embedding import lookup
 from attnmem.blocks.output import Output
 from attnmem.blocks.position_encoding import position_encoding
 from attnmem.callbacks.linear_start import LinearStart
@@ -91,11 +92,16 @@ def test_the_time_word_counts_in_j_and_weights_the_time_embedding_by_l_j():
     torch.testing.assert_close(model.position, expected)
     torch.testing.assert_close(model.time_weight, torch.tensor([0.625, 1.375]))
     story = torch.tensor([[[4, 5, 0], [6, 0, 0]] + [[0, 0, 0]] * 4])  # (1, 6, 3): two sentences
-    time = model.time_index(story.ne(0).any(-1), {})  # (1, 6): [1, 0, ...]
-    memory = model.memories(story, time)[id(model.A[0])]  # (1, 6, 2)
+    real = story.ne(0).any(-1)  # (1, 6)
+    time = model.time_index(real, {})  # (1, 6): [1, 0, ...]
+    memory = model.memories(story, real, time)[id(model.A[0])]  # (1, 6, 2)
     words = model.A[0].weight.detach()
     first = words[4] * expected[0] + words[5] * expected[1] + model.T_A[0].weight[1].detach() * expected[3]
     torch.testing.assert_close(memory[0, 0], first)
+    assert torch.all(memory[0, 2:] == 0)  # on a CPU only the real sentences are encoded: every read masks the rest
+    # under vmap every slot is encoded: the real ones alike
+    everywhere = torch.vmap(lambda s, t: model.memories(s, s.ne(0).any(-1), t)[id(model.A[0])])(story, time)
+    torch.testing.assert_close(everywhere[0, :2], memory[0, :2], rtol=0, atol=0)
     assert make_model(embed_dim=2, time_word=True, temporal=False).position.shape == (3, 2)  # no time, no word
     assert make_model(embed_dim=2).time_weight is None
 
@@ -118,6 +124,26 @@ def test_encode_weights_words_by_position_and_ignores_pad():
     expected = embed[4] * torch.tensor([4 / 3, 2 / 3]) + embed[5] * torch.tensor([1.0, 1.0])
     torch.testing.assert_close(model.encode(model.A[0], words)[0], expected)
     assert torch.all(embed[0] == 0)
+
+
+@pytest.mark.parametrize("padding_idx", [0, None])
+def test_lookup_gives_embeddings_values_and_gradients_exactly_and_under_vmap(padding_idx):
+    weight = torch.randn(7, 3, requires_grad=True)
+    ids = torch.tensor([[1, 0, 4, 4], [6, 1, 0, 4]])  # repeated ids, the pad word
+    upstream = torch.randn(2, 4, 3)
+    ours = lookup(weight, ids, padding_idx)
+    (grad,) = torch.autograd.grad((ours * upstream).sum(), weight)
+    theirs = F.embedding(ids, weight, padding_idx)
+    (expected,) = torch.autograd.grad((theirs * upstream).sum(), weight)
+    assert torch.equal(ours, theirs) and torch.equal(grad, expected)
+    assert torch.all(grad[0] == 0) == (padding_idx == 0) and torch.all(grad[[2, 3, 5]] == 0)
+    # R = 2 tables under vmap, as the replicas' batched forward takes them
+    tables = torch.randn(2, 7, 3, requires_grad=True)
+    (grads,) = torch.autograd.grad((torch.vmap(lambda w, i: lookup(w, i, padding_idx))(tables, ids) * upstream).sum(),
+                                   tables)
+    for r in range(2):
+        (one,) = torch.autograd.grad((F.embedding(ids[r], tables[r], padding_idx) * upstream[r]).sum(), tables)
+        torch.testing.assert_close(grads[r], one[r], rtol=0, atol=0)
 
 
 def test_time_index_counts_back_from_the_most_recent_sentence():

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
+
+from attnmem.blocks.embedding import lookup
 
 __all__ = ["bag_of_words", "position_encoding"]
 
@@ -26,5 +27,5 @@ def bag_of_words(embed: nn.Embedding, words: Tensor, encoding: Tensor, *, owner:
     if length > encoding.shape[0]:
         raise ValueError(f"{owner}: sentences of {length} words exceed sentence_len={encoding.shape[0]}")
     # the functional form skips the module call's hooks and argument handling: a tenth of a MemN2N step
-    vectors = F.embedding(words, embed.weight, padding_idx=embed.padding_idx)  # (..., L, d)
+    vectors = lookup(embed.weight, words, embed.padding_idx)  # (..., L, d)
     return (vectors * encoding[:length]).sum(-2)  # (..., d)

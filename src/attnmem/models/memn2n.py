@@ -7,11 +7,11 @@ from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnmem.attention import attend, softmax
 from attnmem.blocks.checks import check_sizes
+from attnmem.blocks.embedding import lookup
 from attnmem.blocks.output import Output
 from attnmem.blocks.position_encoding import bag_of_words, position_encoding
 from attnmem.blocks.recency import recency
@@ -274,21 +274,29 @@ class MemN2N(nn.Module):
     def linear_start(self, value: bool) -> None:
         self.linear.fill_(value)
 
-    def memories(self, story: Tensor, time: Tensor | None) -> dict[int, Tensor]:
+    def memories(self, story: Tensor, slot_mask: Tensor, time: Tensor | None) -> dict[int, Tensor]:
         """Each distinct embedding's memory of `story (B, S, L)`, Σ_j l_j ∘ E x_ij + T(i): (B, S, d), keyed by id(E).
 
-        Tied embeddings (C^k = A^{k+1} adjacent; one A and one C layer-wise) and their T tables, tied the same
-        way, are encoded once.
+        Every read masks the empty slots (`slot_mask (B, S)` False): on a CPU only the real sentences are encoded,
+        the empty slots left zero; a GPU (where picking them out waits for the device) and `vmap` (which cannot
+        batch the picking) encode every slot. Tied embeddings (C^k = A^{k+1} adjacent; one A and one C layer-wise)
+        and their T tables, tied the same way, are encoded once.
         """
+        packed = story.device.type == "cpu" and not torch._C._functorch.is_batchedtensor(story)
+        real = slot_mask.nonzero(as_tuple=True) if packed else None  # (N,), (N,): the real sentences' rows, slots
+        sentences = story[real] if packed else story  # (N, L) packed, else (B, S, L)
+        when = None if time is None else time[real] if packed else time  # (N,) or (B, S)
         none = [None] * self.hops
         memories = {}
         for embed, table in (*zip(self.A, self.T_A or none), *zip(self.C, self.T_C or none)):
             if id(embed) not in memories:
-                encoded = self.encode(embed, story)  # (B, S, d)
-                if time is not None:
-                    timed = F.embedding(time, table.weight)  # (B, S, d)
+                encoded = self.encode(embed, sentences)  # (N, d) or (B, S, d)
+                if when is not None:
+                    timed = lookup(table.weight, when)  # (N, d) or (B, S, d)
                     encoded = encoded + (timed if self.time_weight is None else timed * self.time_weight)
-                memories[id(embed)] = encoded
+                if packed:
+                    encoded = encoded.new_zeros(*story.shape[:2], encoded.shape[-1]).index_put(real, encoded)
+                memories[id(embed)] = encoded  # (B, S, d)
         return memories
 
     def forward(self, batch: dict[str, Tensor]) -> Output:
@@ -302,7 +310,7 @@ class MemN2N(nn.Module):
         if time is not None and rows is not None:
             time = time + self.memory_size * rows.unsqueeze(-1)  # (B, S) in replica r's rows of the time tables
         u = self.encode(self.B, query).unsqueeze(1)  # (B, 1, d)
-        memories = self.memories(story, time)
+        memories = self.memories(story, slot_mask, time)  # (B, S, d) each
         mask, linear = slot_mask.unsqueeze(1), self.linear_start  # (B, 1, S)
         empty, empty_log = ~mask, None  # the log of the empty slots' count (0 = -inf); "mask" leaves them out
         if self.empty_memories == "attend":
