@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from attnmem.blocks.embedding import lookup
 
@@ -17,8 +17,8 @@ def position_encoding(sentence_len: int, embed_dim: int) -> Tensor:
     return 1 + 4 * (k - (embed_dim + 1) / 2) * (j - (sentence_len + 1) / 2) / (embed_dim * sentence_len)
 
 
-def bag_of_words(embed: nn.Embedding, words: Tensor, encoding: Tensor, *, owner: str) -> Tensor:
-    """m = Σ_j l_j ∘ E x_j of `words (..., L)` with `encoding (J, d)`: (..., d).
+def bag_of_words(weight: Tensor, words: Tensor, encoding: Tensor, *, owner: str, padding_idx: int | None = 0) -> Tensor:
+    """m = Σ_j l_j ∘ E x_j of `words (..., L)` with the table `weight (V, d)` and `encoding (J, d)`: (..., d).
 
     One J for every batch, however much padding it has (as MemN2N's reference code); a sentence longer
     than J is a ValueError naming `sentence_len`.
@@ -26,6 +26,5 @@ def bag_of_words(embed: nn.Embedding, words: Tensor, encoding: Tensor, *, owner:
     length = words.shape[-1]
     if length > encoding.shape[0]:
         raise ValueError(f"{owner}: sentences of {length} words exceed sentence_len={encoding.shape[0]}")
-    # the functional form skips the module call's hooks and argument handling: a tenth of a MemN2N step
-    vectors = lookup(embed.weight, words, embed.padding_idx)  # (..., L, d)
+    vectors = lookup(weight, words, padding_idx)  # (..., L, d)
     return (vectors * encoding[:length]).sum(-2)  # (..., d)

@@ -53,7 +53,8 @@ class HopfieldPoolingQA(nn.Module):
 
     def encode(self, embed: nn.Embedding, words: Tensor) -> Tensor:
         """Position-weighted bag of words of `words (..., L)`: (..., d)."""
-        return bag_of_words(embed, words, self.position, owner="HopfieldPoolingQA")
+        return bag_of_words(embed.weight, words, self.position, owner="HopfieldPoolingQA",
+                            padding_idx=embed.padding_idx)
 
     def forward(self, batch: dict[str, Tensor]) -> Output:
         story, query = batch["story"], batch["query"]  # (B, S, L), (B, Lq)

@@ -197,7 +197,7 @@ class MemN2N(nn.Module):
 
     def encode(self, embed: nn.Embedding, words: Tensor) -> Tensor:
         """Embed `words (..., L)` and sum over positions weighted by l_j: (..., d)."""
-        return bag_of_words(embed, words, self.position, owner="MemN2N")  # (..., d)
+        return bag_of_words(embed.weight, words, self.position, owner="MemN2N")  # (..., d)
 
     def draws(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
         """The uniform numbers RN draws for `batch` while training (none otherwise), as batch keys."""
@@ -277,27 +277,27 @@ class MemN2N(nn.Module):
     def memories(self, story: Tensor, slot_mask: Tensor, time: Tensor | None) -> dict[int, Tensor]:
         """Each distinct embedding's memory of `story (B, S, L)`, Σ_j l_j ∘ E x_ij + T(i): (B, S, d), keyed by id(E).
 
-        Every read masks the empty slots (`slot_mask (B, S)` False): on a CPU only the real sentences are encoded,
-        the empty slots left zero; a GPU (where picking them out waits for the device) and `vmap` (which cannot
-        batch the picking) encode every slot. Tied embeddings (C^k = A^{k+1} adjacent; one A and one C layer-wise)
-        and their T tables, tied the same way, are encoded once.
+        The K distinct embeddings (tied ones once: C^k = A^{k+1} adjacent, one A and one C layer-wise) are looked
+        up side by side as one table [E_1 … E_K] (V, K·d), their T tables (tied the same way) as one. Every read
+        masks the empty slots (`slot_mask (B, S)` False): on a CPU only the real sentences are encoded and the
+        empty slots hold zeros; a GPU (where picking them out waits for the device) and `vmap` (which cannot
+        batch the picking) encode every slot.
         """
+        none = [None] * self.hops
+        distinct = {id(e): (e, t) for e, t in (*zip(self.A, self.T_A or none), *zip(self.C, self.T_C or none))}
+        embeds, tables = zip(*distinct.values())
+        k, d = len(embeds), embeds[0].embedding_dim
         packed = story.device.type == "cpu" and not torch._C._functorch.is_batchedtensor(story)
         real = slot_mask.nonzero(as_tuple=True) if packed else None  # (N,), (N,): the real sentences' rows, slots
         sentences = story[real] if packed else story  # (N, L) packed, else (B, S, L)
-        when = None if time is None else time[real] if packed else time  # (N,) or (B, S)
-        none = [None] * self.hops
-        memories = {}
-        for embed, table in (*zip(self.A, self.T_A or none), *zip(self.C, self.T_C or none)):
-            if id(embed) not in memories:
-                encoded = self.encode(embed, sentences)  # (N, d) or (B, S, d)
-                if when is not None:
-                    timed = lookup(table.weight, when)  # (N, d) or (B, S, d)
-                    encoded = encoded + (timed if self.time_weight is None else timed * self.time_weight)
-                if packed:
-                    encoded = encoded.new_zeros(*story.shape[:2], encoded.shape[-1]).index_put(real, encoded)
-                memories[id(embed)] = encoded  # (B, S, d)
-        return memories
+        weight = torch.cat([e.weight for e in embeds], dim=-1)  # (V, K·d)
+        encoded = bag_of_words(weight, sentences, self.position.repeat(1, k), owner="MemN2N")  # (N or B, S, K·d)
+        if time is not None:
+            timed = lookup(torch.cat([t.weight for t in tables], dim=-1), time[real] if packed else time)
+            encoded = encoded + (timed if self.time_weight is None else timed * self.time_weight.repeat(k))
+        if packed:
+            encoded = encoded.new_zeros(*story.shape[:2], k * d).index_put(real, encoded)  # (B, S, K·d)
+        return dict(zip(distinct, encoded.split(d, dim=-1)))  # (B, S, d) each
 
     def forward(self, batch: dict[str, Tensor]) -> Output:
         story, query = batch["story"], batch["query"]  # (B, S, L), (B, Lq)

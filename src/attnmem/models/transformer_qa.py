@@ -104,9 +104,10 @@ class TransformerQA(nn.Module):
 
     def _sentences(self, batch: dict[str, Tensor]) -> Output:
         story, query = batch["story"], batch["query"]  # (B, S, L), (B, Lq)
-        b, s, _ = story.shape
-        sentences = bag_of_words(self.embed, story, self.encoding, owner="TransformerQA")  # (B, S, D)
-        question = bag_of_words(self.embed, query, self.encoding, owner="TransformerQA").unsqueeze(1)  # (B, 1, D)
+        (b, s, _), pad = story.shape, self.pad_id
+        sentences = bag_of_words(self.embed.weight, story, self.encoding, owner="TransformerQA", padding_idx=pad)
+        question = bag_of_words(self.embed.weight, query, self.encoding, owner="TransformerQA", padding_idx=pad)
+        question = question.unsqueeze(1)  # (B, 1, D); sentences (B, S, D)
         real = (story != self.pad_id).any(-1)  # (B, S), sentences left-aligned
         sentences = sentences * self.scale + self.temporal(recency(real).clamp_max(self.memory_size - 1))
         question = question * self.scale + self.temporal.weight[self.memory_size]
