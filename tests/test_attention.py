@@ -67,6 +67,17 @@ def test_cosine_times_beta():
     assert torch.allclose(score.similarity(Q, K), torch.tensor([[expected]]) / 4, atol=1e-6)
 
 
+def test_cosine_of_a_zero_key_is_zero_with_finite_gradients():
+    query = torch.tensor([[[3.0, 4.0]]], requires_grad=True)
+    keys = torch.tensor([[[0.0, 0.0], [6.0, 8.0], [-4.0, 3.0]]], requires_grad=True)
+    similarity = Cosine(2, 2).similarity(query, keys)
+    assert torch.allclose(similarity, torch.tensor([[[0.0, 1.0, 0.0]]]), atol=1e-6)
+    similarity.sum().backward()
+    assert torch.isfinite(query.grad).all() and torch.isfinite(keys.grad).all()
+    # d/dq of q·k/(|q||k|) for k = (6, 8) (parallel to q): 0; for k = (-4, 3): k/(|q||k|) = (-4, 3)/25
+    assert torch.allclose(query.grad, torch.tensor([[[-4.0, 3.0]]]) / 25, atol=1e-6)
+
+
 def test_cosine_learned_beta_is_a_parameter_and_fixed_is_not():
     assert any(n == "log_beta" for n, _ in Cosine(2, 2, learn_beta=True).named_parameters())
     assert not list(Cosine(2, 2, learn_beta=False).parameters())

@@ -210,9 +210,10 @@ class Cosine(nn.Module):
     @in_float32  # β (or the NTM's key strength) multiplies it: 16-bit rounding would be amplified
     def similarity(self, query: Tensor, keys: Tensor) -> Tensor:
         """Cosine similarity K[q, k] in [-1, 1], without the temperature."""
-        q = query / query.norm(dim=-1, keepdim=True).clamp_min(self.eps)  # (B, Tq, D)
-        k = keys / keys.norm(dim=-1, keepdim=True).clamp_min(self.eps)  # (B, Tk, D)
-        return q @ k.transpose(-1, -2)  # (B, Tq, Tk)
+        # q·k / (|q| |k|), the norms dividing the (Tq, Tk) dots: no normalised copy of the keys (an NTM's memory)
+        q_norm = query.norm(dim=-1, keepdim=True).clamp_min(self.eps)  # (B, Tq, 1)
+        k_norm = keys.norm(dim=-1).clamp_min(self.eps).unsqueeze(-2)  # (B, 1, Tk)
+        return (query @ keys.transpose(-1, -2)) / (q_norm * k_norm)  # (B, Tq, Tk)
 
     def forward(self, query: Tensor, keys: Tensor) -> Tensor:
         return self.beta * self.similarity(query, keys)  # (B, Tq, Tk)
