@@ -102,6 +102,10 @@ def test_eval_of_a_run_directory_uses_the_checkpoint_the_run_reported(compose_cf
     assert f"evaluating the checkpoint the run reported, {best}" in printed.replace("\n", " ")
     assert "litmodels" not in printed and "callbacks used to create the checkpoint" not in printed
     assert f"run directory: {tmp_path / 'cli'}" in printed.splitlines()
+    # each of Lightning's log records printed once (not also by the handler `import lightning` adds), and logged
+    restored = [line for line in printed.splitlines() if "Restoring states from the checkpoint" in line]
+    logged = (tmp_path / "cli" / "train.log").read_text().splitlines()
+    assert restored and restored == [line for line in logged if "Restoring states from the checkpoint" in line]
 
 
 def test_the_summary_has_one_number_format():
