@@ -4,6 +4,9 @@ Both sides train the same model (MemN2N, 3 hops) on the same batches of the defa
 (generated bAbI task 1) with the same optimizer; the Lightning side is the composed default config
 (its callbacks, logger and progress bar included), timed over its training epochs only. Runs are
 interleaved (plain, Lightning, plain, ...) and the best of each is kept; target ratio >= 0.8.
+
+`--floor` also times Lightning with no callbacks, logger, progress bar or checkpointing: what Lightning's own
+loop costs beside the plain one, without what the run adds to it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from omegaconf import DictConfig, open_dict
 from attnmem.runtime.run import setup
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
+# Lightning's loop alone: no callbacks (but the run's monitor check), logger, progress bar or checkpointing
+BARE = ["~callbacks", "~logger", "trainer.enable_progress_bar=false", "+trainer.enable_checkpointing=false"]
 
 
 class EpochTimer(L.Callback):
@@ -89,20 +94,27 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--floor", action="store_true", help="also time Lightning without callbacks and logger")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides of the default config, e.g. data.batch_size=32")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    best = {"plain": 0.0, "lightning": 0.0}
+    best = {"plain": 0.0, "lightning": 0.0, "floor": 0.0}
     with TemporaryDirectory() as tmp, initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         for r in range(args.rounds):
             cfg = compose_default(Path(tmp) / f"run{r}", args.epochs, args.overrides)
             best["plain"] = max(best["plain"], plain_steps_per_second(cfg))
             best["lightning"] = max(best["lightning"], lightning_steps_per_second(cfg))
+            if args.floor:
+                cfg = compose_default(Path(tmp) / f"floor{r}", args.epochs, [*args.overrides, *BARE])
+                best["floor"] = max(best["floor"], lightning_steps_per_second(cfg))
     print(f"default experiment {' '.join(args.overrides)}, {args.epochs} epochs, threads={args.threads}, "
           f"best of {args.rounds} interleaved runs")
     print(f"  plain PyTorch loop   {best['plain']:8.1f} steps/s  ({1e3 / best['plain']:.2f} ms/step)")
     print(f"  Lightning            {best['lightning']:8.1f} steps/s  ({1e3 / best['lightning']:.2f} ms/step)")
     print(f"  ratio Lightning / plain = {best['lightning'] / best['plain']:.2f}  (target >= 0.8)")
+    if args.floor:
+        print(f"  Lightning, bare       {best['floor']:8.1f} steps/s  ({1e3 / best['floor']:.2f} ms/step): "
+              f"ratio {best['floor'] / best['plain']:.2f}, the most the run's own callbacks and logger could leave")
 
 
 if __name__ == "__main__":
