@@ -4,8 +4,11 @@ For every conf/model/*.yaml on its natural data (the config `python train.py mod
 training steps/s in float32 and under bf16 autocast (what Lightning's bf16-mixed does), the peak GPU memory
 of each, and whether the bf16 loss stayed finite. For the Transformers also attention through the fused
 SDPA fast path (`attention=scaled_dot` in training) against the `attend` path (the same scores, weights
-materialised). `python benchmarks/gpu_check.py [--steps 30] [--json out.json]`; without a GPU it says so and
-exits 0. Figures: docs/benchmarks.md.
+materialised). Then `replicas=R` (R = 1, 10, 64 by default; `--replicas` with no value skips it): MemN2N and the
+NTM, replica-steps/s of R replicas in one batched step and its multiple of R = 1's (`benchmarks/replicas.py`'s
+cases and timing; the goal: R = 64 at >= 20x R = 1).
+`python benchmarks/gpu_check.py [--steps 30] [--json out.json]`; without a GPU it says so and exits 0.
+Figures: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import replicas as replicas_bench  # benchmarks/replicas.py, beside this file
 import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
@@ -29,6 +33,7 @@ from attnmem.runtime import run
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 BUDGET_SECONDS = 270  # stop starting new models after this: the whole check stays under 5 minutes
+REPLICA_BUDGET_SECONDS = 180  # the same for the replicas section, which comes after
 
 
 class ScaledDotViaAttend(ScaledDot):
@@ -117,6 +122,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--replicas", type=int, nargs="*", default=[1, 10, 64], help="R values (none: skip)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("gpu_check: no CUDA GPU is visible (torch.cuda.is_available() is False); nothing to measure")
@@ -142,10 +148,36 @@ def main() -> int:
             except Exception as err:  # one model failing must not hide the others' figures
                 results[name] = {"error": f"{type(err).__name__}: {err}"}
             print_row(name, results[name])
+        if args.replicas:
+            results["replicas"] = replica_figures(args.replicas, 5 * args.steps, Path(tmp) / "replicas")
     print(f"total {time.perf_counter() - begin:.0f} s")
     if args.json:
         args.json.write_text(json.dumps({"device": device, "steps": args.steps, "results": results}, indent=2))
     return 0
+
+
+def replica_figures(counts: list[int], steps: int, out_dir: Path, device: str = "cuda") -> dict[str, Any]:
+    """Replica-steps/s of MemN2N and the NTM for each R in `counts` on `device`, and their multiple of R = 1's."""
+    begin, figures = time.perf_counter(), {}
+    for case in ("memn2n", "ntm"):
+        overrides, base = replicas_bench.CASES[case][0], None
+        for r in counts:
+            name = f"{case} R={r}"
+            if time.perf_counter() - begin > REPLICA_BUDGET_SECONDS:
+                figures[name] = {"skipped": "time budget"}
+                continue
+            try:
+                built = replicas_bench.build(out_dir / f"{case}{r}", overrides, r)
+                replicas_bench.steps_per_second(*built, 10, torch.device(device))  # warm-up: kernels, allocator
+                replica_steps = r * replicas_bench.steps_per_second(*built, steps, torch.device(device))
+            except Exception as err:  # e.g. out of memory at the largest R: the smaller ones still count
+                figures[name] = {"error": f"{type(err).__name__}: {err}"}
+            else:
+                base = replica_steps if r == 1 else base
+                figures[name] = {"replica_steps_per_s": replica_steps, "x_r1": replica_steps / base if base else None}
+            print(f"{name:34s} {figures[name]}")
+            torch.cuda.empty_cache()
+    return figures
 
 
 def print_row(name: str, result: dict[str, Any]) -> None:
