@@ -16,7 +16,6 @@ from omegaconf import OmegaConf
 
 from attnmem.core import atomic
 from attnmem.core.errors import UserError
-from attnmem.evaluation import plots
 from attnmem.tools import sweep_replicas
 from attnmem.tools.sweep_spec import load_spec
 
@@ -184,7 +183,9 @@ def _number(text: str) -> float | None:
 
 def figure(summary: dict[str, Any]) -> Any:
     """Lines against a numeric parameter (hops, size, ...) one per other setting, else bars; std as error bars."""
-    import matplotlib.pyplot as plt  # noqa: PLC0415 - plots set the Agg backend first
+    from attnmem.evaluation import plots  # noqa: PLC0415 - torch and matplotlib only to draw; it sets Agg first
+
+    plt = plots.plt
 
     settings, m, table = summary["settings"], summary["metric"], summary["table"]
     numeric = next((p for p in settings if all(_number(r["setting"][p]) is not None for r in table)), None)
@@ -230,6 +231,8 @@ def report(source: Path, sweep_file: Path | None = None) -> Path:
     write_csv(out / "summary.csv", rows)
     text = markdown(spec, summary)
     atomic.write_text(out / "summary.md", text)
+    from attnmem.evaluation import plots  # noqa: PLC0415 - as in `figure`
+
     plots.save(figure(summary), out / "summary.png")
     print(text)
     return out / "summary.md"

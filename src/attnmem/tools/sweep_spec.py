@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 import yaml
-from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
 
 from attnmem.core.errors import UserError
 
@@ -206,6 +205,8 @@ def _is_int(value: Any) -> bool:
 
 def args_no_hyphens(point: dict[str, Any]) -> list[str]:
     """The Hydra overrides `wandb agent` passes for one point of a sweep (W&B's own formatting)."""
+    from wandb.sdk.launch.sweeps.utils import create_sweep_command_args  # noqa: PLC0415 - W&B: 0.8 s to import
+
     return create_sweep_command_args({"args": {k: {"value": v} for k, v in point.items()}})["args_no_hyphens"]
 
 
