@@ -1,5 +1,6 @@
 """The command line answers without its heavy imports: `--help`, `--cfg job` and the errors Hydra finds itself
-import neither torch, Lightning, W&B nor matplotlib, and neither do the tools' `--help` and a missing sweep file."""
+import neither torch, Lightning, W&B nor matplotlib, and neither do an evaluation of a missing run, the tools' `--help`
+and a missing sweep file."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ target, sys.argv = sys.argv[1], sys.argv[1:]
 try:
     runpy.run_module(target, run_name="__main__", alter_sys=True) if not target.endswith(".py") else \\
         runpy.run_path(target, run_name="__main__")
-except SystemExit as done:
-    code = done.code
+except SystemExit as done:  # a message instead of a code exits 1, as the interpreter does
+    code = 1 if isinstance(done.code, str) else done.code
 else:
     code = 0
 print("exit", code, "imported", sorted(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)
@@ -41,6 +42,7 @@ def probe(*argv: str) -> str:
         (["train.py", "model=nope"], 1),
         (["train.py", "model.hops=(1"], 1),
         (["eval.py", "--help"], 0),
+        (["eval.py", "run_dir=no_such_run"], 1),
         (["attnmem.tools.sweep", "--help"], 0),
         (["attnmem.tools.sweep", "no_such_sweep.yaml"], 1),
         (["attnmem.tools.scoreboard", "--help"], 0),

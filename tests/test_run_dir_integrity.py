@@ -1,7 +1,7 @@
 """A run directory is read-only once finished: a refused command leaves every byte of it as it was.
 
-Also the refusals that come with it (docs/errors.md): a run directory that is a file, a fast dev run asked to
-resume, `trainer.max_epochs=0`, and a `monitor` the family does not log. One case runs `train.py` in a
+Also the refusals that come with it (docs/errors.md): a run directory that is a file, an evaluation of nothing, a
+fast dev run asked to resume, `trainer.max_epochs=0`, and a `monitor` the family does not log. One case runs `train.py` in a
 subprocess (Hydra itself writes into a run directory before the task runs); the rest run in-process.
 """
 
@@ -115,6 +115,21 @@ def test_a_run_directory_that_is_a_file_is_one_line(compose_cfg, tmp_path: Path,
     line = _guard_refuses("on_multirun_start", _hydra_cfg(*TINY, f"hydra.sweep.dir={run_dir}"))
     one_line(line, f"hydra.sweep.dir={run_dir}", "not a directory")
     assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["run_dir=nope"], "run_dir=nope: no such run directory"),
+        (["ckpt_path=nope.ckpt"], "ckpt_path=nope.ckpt: no such checkpoint file"),
+        ([], "ckpt_path needs a value (??? in the config): pass ckpt_path=... or run_dir=<run>"),
+    ],
+)
+def test_eval_of_nothing_is_refused_before_its_directory_is_made(compose_cfg, tmp_path: Path, overrides, message):
+    eval_dir = tmp_path / "eval"
+    line = _guard_refuses("on_run_start", compose("eval", [*overrides, f"hydra.run.dir={eval_dir}"], True))
+    assert line == f"error: {message}"
+    assert not eval_dir.exists()
 
 
 @pytest.mark.parametrize("resume", ["resume=auto", "ckpt_path=last"])

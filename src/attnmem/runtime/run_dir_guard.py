@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from attnmem.core.errors import UserError
 from attnmem.runtime import legacy, resume, run_lock
 
-__all__ = ["RunDirGuard", "check_run_dir", "finished"]
+__all__ = ["RunDirGuard", "check_eval_source", "check_run_dir", "finished"]
 
 
 class RunDirGuard(Callback):
@@ -32,6 +32,8 @@ class RunDirGuard(Callback):
         """Check `hydra.run.dir` before Hydra creates it or saves the config there."""
         HydraConfig.instance().set_config(config)  # as Hydra's run_job does next: `${hydra:...}` in the path resolves
         run_dir = Path(str(config.hydra.run.dir))
+        if "run_dir" in config:  # eval.py: what it evaluates must exist, or no directory is made for it
+            _refuse_on(lambda: check_eval_source(config))
         _refuse_on(lambda: check_run_dir(run_dir, config))
         _refuse_on(lambda: run_lock.acquire(run_dir))
 
@@ -79,6 +81,18 @@ def check_run_dir(run_dir: Path, cfg: DictConfig) -> None:
         )
     if resuming:
         resume.changes(run_dir, cfg)
+
+
+def check_eval_source(cfg: DictConfig) -> None:
+    """Stop with one line when eval.yaml's `run_dir` is not a directory, or its `ckpt_path` is missing or names
+    nothing (a directory there stands for a run, as `run_dir`)."""
+    if cfg.get("run_dir") is not None:
+        if not Path(cfg.run_dir).is_dir():
+            raise UserError(f"run_dir={cfg.run_dir}: no such run directory")
+    elif OmegaConf.is_missing(cfg, "ckpt_path"):
+        raise UserError("ckpt_path needs a value (??? in the config): pass ckpt_path=... or run_dir=<run>")
+    elif not Path(cfg.ckpt_path).exists():
+        raise UserError(f"ckpt_path={cfg.ckpt_path}: no such checkpoint file")
 
 
 def check_sweep_dir(sweep_dir: Path) -> None:
