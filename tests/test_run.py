@@ -164,13 +164,14 @@ def test_cli_user_error_is_one_line_without_traceback(tmp_path):
 
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run(
-        [sys.executable, "train.py", "model.hops=0", f"hydra.run.dir={tmp_path}", "trainer.enable_progress_bar=false"],
+        [sys.executable, "train.py", "model.hops=0", f"hydra.run.dir={tmp_path / 'run'}",
+         "trainer.enable_progress_bar=false"],
         cwd=root, capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     assert "hops" in done.stderr.strip().splitlines()[-1]
-    assert not (tmp_path / "metrics.json").exists()
+    assert not (tmp_path / "run").exists()  # the directory Hydra made for the refused run is gone
 
 
 def test_experiment_overrides_the_primary_config(compose_cfg):

@@ -1,7 +1,8 @@
 """A run directory is read-only once finished: a refused command leaves every byte of it as it was.
 
 Also the refusals that come with it (docs/errors.md): a run directory that is a file, an evaluation of nothing, a
-fast dev run asked to resume, `trainer.max_epochs=0`, and a `monitor` the family does not log. One case runs `train.py` in a
+fast dev run asked to resume, `trainer.max_epochs=0`, and a `monitor` the family does not log; and a refused
+command leaves no run directory it made and wrote nothing in. One case runs `train.py` in a
 subprocess (Hydra itself writes into a run directory before the task runs); the rest run in-process.
 """
 
@@ -21,7 +22,7 @@ from hydra._internal.callbacks import Callbacks
 from omegaconf import DictConfig
 
 from attnmem.core.errors import UserError
-from attnmem.runtime import run
+from attnmem.runtime import run, run_dir_guard
 
 TINY = [*FAST, "data.source.num_train=60", "data.source.num_val=20", "data.source.num_test=20", "trainer.max_epochs=1"]
 READ_ONLY = (
@@ -130,6 +131,21 @@ def test_eval_of_nothing_is_refused_before_its_directory_is_made(compose_cfg, tm
     line = _guard_refuses("on_run_start", compose("eval", [*overrides, f"hydra.run.dir={eval_dir}"], True))
     assert line == f"error: {message}"
     assert not eval_dir.exists()
+
+
+@pytest.mark.parametrize("made_here", [True, False])
+@pytest.mark.parametrize("written", [[], ["csv"]])
+def test_a_refused_run_leaves_no_directory_it_made_and_wrote_nothing_in(compose_cfg, tmp_path, made_here, written):
+    run_dir = tmp_path / "run"
+    if not made_here:
+        run_dir.mkdir()
+    cfg = _hydra_cfg(*TINY, f"hydra.run.dir={run_dir}")
+    Callbacks(cfg).on_run_start(config=cfg, config_name="train")  # records whether it made run_dir; takes the lock
+    for name in [".hydra", *written]:  # Hydra's config folder, and what a run that got going wrote
+        (run_dir / name).mkdir()
+    (run_dir / "train.log").write_text("")
+    assert run_dir_guard.discard_refused(run_dir) == (made_here and not written)
+    assert run_dir.exists() == (not made_here or bool(written))
 
 
 @pytest.mark.parametrize("resume", ["resume=auto", "ckpt_path=last"])

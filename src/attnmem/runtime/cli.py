@@ -10,6 +10,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
@@ -19,6 +20,7 @@ from omegaconf import DictConfig
 from omegaconf.errors import MissingMandatoryValue
 
 from attnmem.core.errors import UserError
+from attnmem.runtime import run_dir_guard
 
 # the user's HYDRA_FULL_ERROR=1 asks for tracebacks; `entry` sets that variable for Hydra, so this one keeps theirs
 FULL_ERROR = "ATTNMEM_FULL_ERROR"
@@ -70,4 +72,6 @@ def guarded(cfg: DictConfig, entry: str) -> Any:
         print(f"error: {err}", file=sys.stderr)
         if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
             return None
+        if HydraConfig.initialized():
+            run_dir_guard.discard_refused(Path(HydraConfig.get().runtime.output_dir))
         raise SystemExit(1) from None

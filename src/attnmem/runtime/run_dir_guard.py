@@ -11,6 +11,7 @@ directory's lock there (`run_lock`), so a second process is refused before Hydra
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,12 @@ from omegaconf import DictConfig, OmegaConf
 from attnmem.core.errors import UserError
 from attnmem.runtime import legacy, resume, run_lock
 
-__all__ = ["RunDirGuard", "check_eval_source", "check_run_dir", "finished"]
+__all__ = ["RunDirGuard", "check_eval_source", "check_run_dir", "discard_refused", "finished"]
+
+# the run directories this process's `on_run_start` found absent, so that this command made them
+MADE_HERE: set[Path] = set()
+# what Hydra (its config and job log, conf/hydra/default.yaml) and the run's lock write before a run starts
+BEFORE_A_RUN = frozenset({".hydra", "train.log", run_lock.LOCK})
 
 
 class RunDirGuard(Callback):
@@ -32,6 +38,8 @@ class RunDirGuard(Callback):
         """Check `hydra.run.dir` before Hydra creates it or saves the config there."""
         HydraConfig.instance().set_config(config)  # as Hydra's run_job does next: `${hydra:...}` in the path resolves
         run_dir = Path(str(config.hydra.run.dir))
+        if not run_dir.exists():
+            MADE_HERE.add(run_dir.resolve())
         if "run_dir" in config:  # eval.py: what it evaluates must exist, or no directory is made for it
             _refuse_on(lambda: check_eval_source(config))
         _refuse_on(lambda: check_run_dir(run_dir, config))
@@ -45,6 +53,18 @@ class RunDirGuard(Callback):
         """Check `hydra.sweep.dir`, and every run below it, before the sweep's first job."""
         HydraConfig.instance().set_config(config)
         _refuse_on(lambda: check_sweep_dir(Path(str(config.hydra.sweep.dir))))
+
+
+def discard_refused(run_dir: Path) -> bool:
+    """After a refused command, remove its run directory if this command made it and nothing but Hydra's files and
+    the lock are in it (a mistyped option leaves no directory behind); whether it did."""
+    if run_dir.resolve() not in MADE_HERE or not run_dir.is_dir() or run_lock.rank() != 0:
+        return False
+    if {p.name for p in run_dir.iterdir()} - BEFORE_A_RUN:
+        return False
+    run_lock.release(run_dir)
+    shutil.rmtree(run_dir)
+    return True
 
 
 def finished(run_dir: Path) -> bool:

@@ -38,7 +38,7 @@ def held(run_dir: Path) -> Iterator[None]:
 
 def acquire(run_dir: Path) -> None:
     """Take `run_dir`'s lock for this process, or stop with one line naming the process that holds it."""
-    if _rank() != 0:
+    if rank() != 0:
         return
     path = run_dir / LOCK
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -59,8 +59,8 @@ def release(run_dir: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def _rank() -> int:
-    # read from the environment, as Lightning does, so the command line's check imports no Lightning
+def rank() -> int:
+    """This process's rank, read from the environment as Lightning does (so the command line imports no Lightning)."""
     return next((int(os.environ[v]) for v in RANK_VARIABLES if os.environ.get(v, "").isdigit()), 0)
 
 
