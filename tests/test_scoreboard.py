@@ -116,6 +116,7 @@ def test_rows_read_from_one_models_metrics_share_its_selected_job(tmp_path):
     ]
     assert table.rows[1].se == pytest.approx((0.5 * 0.5 / 50) ** 0.5)  # 100 questions over two tasks
     assert table.finished == table.jobs == 2 and "incomplete" not in scoreboard.markdown(table)
+    assert "Ours: `val/task{row}/error` in %," in scoreboard.markdown(table)  # the rows' metric, not the monitor's
 
 
 def test_a_curve_without_selection_shows_the_seeds_mean_and_its_capacity(tmp_path):

@@ -172,7 +172,7 @@ def _header(table: Table) -> list[str]:
         "",
         f"Paper: {proto.paper}. Published figures: {figures['source']} ({figures.get('split', 'test')} "
         f"{figures.get('metric', '')}).",
-        f"Ours: `{proto.metric}`{' in %' if proto.percent else ''}, {where}; {chosen}.",
+        f"Ours: `{proto.rows.get('metric', proto.metric)}`{' in %' if proto.percent else ''}, {where}; {chosen}.",
         f"Command: `{table.command}`; a row's run: `python train.py` with the sweep's overrides and those in its "
         "*run* column.",
         "",
