@@ -6,6 +6,7 @@ while composing print without them; `guarded` imports the run when there is one 
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import warnings
@@ -61,6 +62,7 @@ def guarded(cfg: DictConfig, entry: str) -> Any:
     """Run `attnmem.runtime.run.<entry>(cfg)`; print a user error as one line and exit 1 (a multirun goes on)."""
     from attnmem.runtime import distributed, run  # torch and Lightning: only once a run starts
 
+    _log_once()
     try:
         with distributed.job_scope():
             return getattr(run, entry)(cfg)
@@ -75,3 +77,12 @@ def guarded(cfg: DictConfig, entry: str) -> Any:
         if HydraConfig.initialized():
             run_dir_guard.discard_refused(Path(HydraConfig.get().runtime.output_dir))
         raise SystemExit(1) from None
+
+
+def _log_once() -> None:
+    # Hydra's job logging (the console and the run's train.log) is on the root logger before Lightning is imported,
+    # so the console handler `import lightning` gives its own logger printed each of its records a second time
+    lightning = logging.getLogger("lightning")
+    if logging.getLogger().handlers and lightning.propagate:
+        for handler in [h for h in lightning.handlers if type(h) is logging.StreamHandler]:
+            lightning.removeHandler(handler)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -68,15 +67,6 @@ def collapsed_config(cfg: DictConfig, keys: list[str]) -> str:
 def _scalars(value: DictConfig, most: int = 6) -> str:
     found = [f"{k}={v}" for k, v in value.items() if not str(k).startswith("_") and not isinstance(v, DictConfig)]
     return " ".join(found[:most]) + (" …" if len(found) > most else "")
-
-
-def log_once() -> None:
-    """Print each of Lightning's log records once: where the root logger has handlers (Hydra's job logging: the
-    console and the run's log file), drop the console handler `import lightning` gives its own logger."""
-    lightning = logging.getLogger("lightning")
-    if logging.getLogger().handlers and lightning.propagate:
-        for handler in [h for h in lightning.handlers if type(h) is logging.StreamHandler]:
-            lightning.removeHandler(handler)
 
 
 @rank_zero_only

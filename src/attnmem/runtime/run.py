@@ -103,7 +103,6 @@ def setup(
 
 def train(cfg: DictConfig) -> float | None:
     """Train and test the configured model; write metrics.json; return the monitored metric."""
-    console.log_once()
     out_dir = Path(cfg.paths.output_dir)
     _check_max_epochs(cfg.trainer)
     started_with = OmegaConf.to_container(cfg, resolve=False)
@@ -175,7 +174,6 @@ def _fit(
 
 def evaluate(cfg: DictConfig) -> dict[str, float]:
     """Evaluate a checkpoint of a finished run on its (or overridden) data; write metrics.json."""
-    console.log_once()
     option_types.check_top_level(cfg, "threads")
     process.configure(cfg.threads)
     ckpt = _eval_checkpoint(cfg)
