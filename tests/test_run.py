@@ -6,15 +6,12 @@ import json
 import shutil
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import ClassVar
 
 import pytest
-import torch
 from conftest import CONF, FAST
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
-from hydra.utils import instantiate
 from torch import nn
 
 from attnmem.core.errors import UserError
@@ -184,28 +181,6 @@ def test_experiment_overrides_the_primary_config(compose_cfg):
     assert cfg.task.loss_reduction == "sum" and cfg.trainer.gradient_clip_val == 40
     assert cfg.data.source._target_.endswith(".BabiFiles") and cfg.callbacks.linear_start.epochs == 20
     assert compose_cfg("experiment=memn2n_babi", "optimizer.lr=0.1").optimizer.lr == 0.1
-
-
-@pytest.mark.parametrize(("experiment", "ls", "per_rate"), [("memn2n_babi_joint", 30, 15), ("memn2n_babi10k_joint", 10, 5)])
-def test_joint_recipes_follow_the_papers_schedule(compose_cfg, experiment, ls, per_rate):
-    """Sukhbaatar et al. 2015, §4.2: on all tasks at once, 1k (10k) samples train 60 (20) epochs after linear start,
-    the rate halved every 15 (5); LS at 0.005."""
-    cfg = compose_cfg(f"experiment={experiment}")
-    net = nn.Linear(1, 1)
-    net.linear_start = False
-    opt = instantiate(cfg.optimizer)(net.parameters())
-    scheduler = instantiate(cfg.scheduler)(opt)
-    callback = instantiate(cfg.callbacks.linear_start)
-    seen = []
-    for epoch in range(cfg.trainer.max_epochs):
-        trainer = SimpleNamespace(current_epoch=epoch, optimizers=[opt],
-                                  lr_scheduler_configs=[SimpleNamespace(scheduler=scheduler)])
-        callback.on_train_epoch_start(trainer, SimpleNamespace(net=net))
-        seen.append(opt.param_groups[0]["lr"])
-        opt.step()
-        scheduler.step()
-    main = [0.005 / 2 ** (e // per_rate) for e in range(4 * per_rate)]
-    assert seen == pytest.approx([0.005] * ls + main, rel=1e-12) and isinstance(opt, torch.optim.SGD)
 
 
 def test_cli_multirun_grid_runs_every_job(tmp_path):

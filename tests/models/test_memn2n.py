@@ -9,6 +9,7 @@ import lightning as L
 import pytest
 import torch
 import torch.nn.functional as F
+from hydra.utils import instantiate
 from torch.utils.data import DataLoader
 
 from attnmem.attention import Additive, Bilinear, Cosine, Dot, ScaledDot
@@ -246,6 +247,25 @@ def test_linear_start_callback_toggles_and_restarts_the_schedule():
     LinearStart(epochs=3).on_train_epoch_start(fake_trainer(3, opt, scheduler), module)
     assert opt.param_groups[0]["lr"] == 0.01 and scheduler.last_epoch == 0
     assert callback.state_dict() == {"configured_lrs": [[0.01]]}
+
+
+@pytest.mark.parametrize(("experiment", "ls", "per_rate"), [("memn2n_babi_joint", 30, 15), ("memn2n_babi10k_joint", 10, 5)])
+def test_joint_recipes_follow_the_papers_schedule(compose_cfg, experiment, ls, per_rate):
+    """Sukhbaatar et al. 2015, §4.2: on all tasks at once, 1k (10k) samples train 60 (20) epochs after linear start,
+    the rate halved every 15 (5); LS at 0.005."""
+    cfg = compose_cfg(f"experiment={experiment}")
+    module = SimpleNamespace(net=make_model())
+    opt = instantiate(cfg.optimizer)(module.net.parameters())
+    scheduler = instantiate(cfg.scheduler)(opt)
+    callback = instantiate(cfg.callbacks.linear_start)
+    seen = []
+    for epoch in range(cfg.trainer.max_epochs):
+        callback.on_train_epoch_start(fake_trainer(epoch, opt, scheduler), module)
+        seen.append(opt.param_groups[0]["lr"])
+        opt.step()
+        scheduler.step()
+    main = [0.005 / 2 ** (e // per_rate) for e in range(4 * per_rate)]
+    assert seen == pytest.approx([0.005] * ls + main, rel=1e-12) and isinstance(opt, torch.optim.SGD)
 
 
 def test_linear_start_callback_without_lr_leaves_the_optimizer_alone():
