@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
+import math
 from types import SimpleNamespace
 
 import lightning as L
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import one_line
 from hydra.utils import instantiate
 from torch.utils.data import DataLoader
 
@@ -17,6 +19,7 @@ from attnmem.blocks.embedding import lookup
 from attnmem.blocks.output import Output
 from attnmem.blocks.position_encoding import position_encoding
 from attnmem.callbacks.linear_start import LinearStart
+from attnmem.core.errors import UserError
 from attnmem.models.memn2n import MemN2N
 
 torch.set_num_threads(1)
@@ -222,10 +225,26 @@ def test_empty_slots_take_the_scores_value_of_a_zero_key(batch):
     torch.testing.assert_close(model(batch).attention[0], torch.softmax(scores, -1)[:, :-1])
 
 
-def fake_trainer(epoch: int, opt, scheduler) -> SimpleNamespace:
+def fake_trainer(epoch: int, opt, scheduler, loop=None, val_loss=None) -> SimpleNamespace:
     return SimpleNamespace(
-        current_epoch=epoch, optimizers=[opt], lr_scheduler_configs=[SimpleNamespace(scheduler=scheduler)]
+        current_epoch=epoch, optimizers=[opt], lr_scheduler_configs=[SimpleNamespace(scheduler=scheduler)],
+        fit_loop=loop, sanity_checking=False, callback_metrics={} if val_loss is None else {"val/loss": val_loss},
     )
+
+
+def run_epochs(callback, module, opt, scheduler, max_epochs, val_losses=()) -> tuple[list, SimpleNamespace]:
+    """(LS flag, lr) per epoch as Lightning would step them, with the scripted validation losses; and the loop."""
+    loop, seen, epoch = SimpleNamespace(max_epochs=max_epochs), [], 0
+    callback.on_train_start(fake_trainer(0, opt, scheduler, loop), module)
+    while epoch < loop.max_epochs:
+        callback.on_train_epoch_start(fake_trainer(epoch, opt, scheduler, loop), module)
+        seen.append((module.net.linear_start, opt.param_groups[0]["lr"]))
+        opt.step()
+        loss = val_losses[epoch] if epoch < len(val_losses) else 1.0 / (epoch + 1)  # falling unless scripted
+        callback.on_validation_end(fake_trainer(epoch, opt, scheduler, loop, loss), module)
+        scheduler.step()  # Lightning steps an epoch scheduler after validation and on_train_epoch_end
+        epoch += 1
+    return seen, loop
 
 
 def test_linear_start_callback_toggles_and_restarts_the_schedule():
@@ -246,11 +265,18 @@ def test_linear_start_callback_toggles_and_restarts_the_schedule():
     opt.param_groups[0]["lr"] = 0.005
     LinearStart(epochs=3).on_train_epoch_start(fake_trainer(3, opt, scheduler), module)
     assert opt.param_groups[0]["lr"] == 0.01 and scheduler.last_epoch == 0
-    assert callback.state_dict() == {"configured_lrs": [[0.01]]}
+    assert callback.state_dict() == {"configured_lrs": [[0.01]], "end": 3, "best": math.inf, "stale": 0}
 
 
-@pytest.mark.parametrize(("experiment", "ls", "per_rate"), [("memn2n_babi_joint", 30, 15), ("memn2n_babi10k_joint", 10, 5)])
-def test_joint_recipes_follow_the_papers_schedule(compose_cfg, experiment, ls, per_rate):
+STALLS_AT_3 = [1.4, 1.1, 1.0, 1.2]  # validation losses: the first without a decrease at epoch 3
+
+
+@pytest.mark.parametrize(("experiment", "val_losses", "ls", "per_rate"), [
+    ("memn2n_babi_joint", STALLS_AT_3, 30, 15),  # the reference code's fixed 30 epochs
+    ("memn2n_babi10k_joint", STALLS_AT_3, 4, 5),  # the paper's rule: LS ends with the first stalled validation
+    ("memn2n_babi10k_joint", (), 30, 5),  # a loss that keeps falling: LS up to its cap
+])  # fmt: skip
+def test_joint_recipes_follow_the_papers_schedule(compose_cfg, experiment, val_losses, ls, per_rate):
     """Sukhbaatar et al. 2015, §4.2: on all tasks at once, 1k (10k) samples train 60 (20) epochs after linear start,
     the rate halved every 15 (5); LS at 0.005."""
     cfg = compose_cfg(f"experiment={experiment}")
@@ -258,14 +284,32 @@ def test_joint_recipes_follow_the_papers_schedule(compose_cfg, experiment, ls, p
     opt = instantiate(cfg.optimizer)(module.net.parameters())
     scheduler = instantiate(cfg.scheduler)(opt)
     callback = instantiate(cfg.callbacks.linear_start)
-    seen = []
-    for epoch in range(cfg.trainer.max_epochs):
-        callback.on_train_epoch_start(fake_trainer(epoch, opt, scheduler), module)
-        seen.append(opt.param_groups[0]["lr"])
-        opt.step()
-        scheduler.step()
+    seen, _ = run_epochs(callback, module, opt, scheduler, cfg.trainer.max_epochs, val_losses)
     main = [0.005 / 2 ** (e // per_rate) for e in range(4 * per_rate)]
-    assert seen == pytest.approx([0.005] * ls + main, rel=1e-12) and isinstance(opt, torch.optim.SGD)
+    assert [flag for flag, _ in seen] == [True] * ls + [False] * len(main)
+    assert [lr for _, lr in seen] == pytest.approx([0.005] * ls + main, rel=1e-12)
+    assert isinstance(opt, torch.optim.SGD)
+
+
+def test_linear_start_with_patience_ends_when_the_validation_loss_stalls_and_keeps_the_main_run():
+    module = SimpleNamespace(net=make_model())
+    opt = torch.optim.SGD(module.net.parameters(), lr=0.01)
+    scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    callback = LinearStart(epochs=10, lr=0.005, patience=2)
+    losses = [1.4, 1.1, 1.2, 1.05, 1.3, 1.2, 0.1]  # best 1.05 at epoch 3, not beaten at 4 and 5: LS ends after 5
+    seen, loop = run_epochs(callback, module, opt, scheduler, 14, losses)
+    assert loop.max_epochs == 10  # 14 - the 4 LS epochs left unused: the main run keeps its 4 epochs
+    assert seen == [(True, 0.005)] * 6 + [(False, 0.01), (False, 0.01), (False, 0.005), (False, 0.005)]
+    assert callback.state_dict() | {"configured_lrs": None} == {"configured_lrs": None, "end": 6, "best": 1.05,
+                                                               "stale": 2}
+    resumed = LinearStart(epochs=10, patience=2)
+    resumed.load_state_dict(callback.state_dict())
+    fresh_loop = SimpleNamespace(max_epochs=14)  # a resumed run's trainer, from the config
+    resumed.on_train_start(fake_trainer(8, opt, scheduler, fresh_loop), module)
+    resumed.on_train_epoch_start(fake_trainer(8, opt, scheduler, fresh_loop), module)
+    assert fresh_loop.max_epochs == 10 and not module.net.linear_start
+    with pytest.raises(ValueError, match="patience"):
+        LinearStart(patience=0)
 
 
 def test_linear_start_callback_without_lr_leaves_the_optimizer_alone():
@@ -308,6 +352,41 @@ def test_linear_start_callback_in_a_trainer(tmp_path):
     trainer.fit(task, loader)
     per_epoch = sorted(set(task.seen))
     assert per_epoch == [(0, True, 0.005), (1, True, 0.005), (2, False, 0.01), (3, False, 0.005)]
+
+
+class _ScriptedValidation(_Task):
+    """Logs `val/loss` from a script, one value per epoch."""
+
+    def __init__(self, net: MemN2N, script: list[float], key: str = "val/loss") -> None:
+        super().__init__(net)
+        self.script, self.key = script, key
+
+    def validation_step(self, batch, batch_idx):
+        self.log(self.key, self.script[self.current_epoch])
+
+
+def fit_scripted(tmp_path, task: _Task, callback: LinearStart, max_epochs: int) -> L.Trainer:
+    data = babi1(8, torch.Generator().manual_seed(1))
+    loader = DataLoader([{k: v[i] for k, v in data.items()} for i in range(8)], batch_size=4)
+    trainer = L.Trainer(max_epochs=max_epochs, callbacks=[callback], logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
+                        accelerator="cpu")
+    trainer.fit(task, loader, loader)
+    return trainer
+
+
+def test_linear_start_with_patience_in_a_trainer_shortens_the_run(tmp_path):
+    task = _ScriptedValidation(make_model(), [1.0, 1.5, 0.5, 0.4, 0.3, 0.2])
+    trainer = fit_scripted(tmp_path, task, LinearStart(epochs=4, lr=0.005, patience=1), max_epochs=6)
+    assert sorted(set(task.seen)) == [(0, True, 0.005), (1, True, 0.005), (2, False, 0.01), (3, False, 0.005)]
+    assert trainer.current_epoch == 4  # 2 LS epochs + the main run's 2
+
+
+def test_linear_start_with_patience_names_a_metric_validation_does_not_log(tmp_path):
+    task = _ScriptedValidation(make_model(), [1.0] * 3, key="val/error")
+    with pytest.raises(UserError) as err:
+        fit_scripted(tmp_path, task, LinearStart(epochs=2, patience=1), max_epochs=3)
+    one_line(str(err.value), "callbacks.linear_start.monitor=val/loss", "val/error", "patience=null")
 
 
 def test_learns_most_recent_location_and_needs_temporal_encoding():

@@ -248,6 +248,8 @@ def test_each_replica_keeps_its_best_state_and_stops_on_its_own_patience(compose
     ([*NTM, "replicas=2", "+data.curriculum={levels:[2],threshold:0}"], ["replicas=2", "data.curriculum"]),
     ([*MEMN2N, "replicas=2", "scheduler={_target_:attnmem.tasks.schedules.plateau,_partial_:true}"],
      ["replicas=2", "scheduler=ReduceLROnPlateau"]),
+    ([*MEMN2N, "replicas=2", "+callbacks.linear_start={_target_:attnmem.callbacks.linear_start.LinearStart,patience:1}"],
+     ["replicas=2", "callbacks.linear_start.patience"]),
 ])
 def test_bad_replica_options_stop_in_one_line(overrides, fragments, compose_cfg):
     from attnmem.runtime import run

@@ -89,6 +89,8 @@ def check(cfg: DictConfig) -> int:
         "scheduler=ReduceLROnPlateau": str((cfg.scheduler or {}).get("_target_", "")).endswith(
             ("ReduceLROnPlateau", "schedules.plateau")
         ),
+        "callbacks.linear_start.patience": ((cfg.get("callbacks") or {}).get("linear_start") or {}).get("patience")
+        is not None,
     }  # under DDP each process holds every replica, its batches split as a single run's
     for option, refused in refusals.items():
         if refused:
