@@ -375,11 +375,15 @@ def fit_scripted(tmp_path, task: _Task, callback: LinearStart, max_epochs: int) 
     return trainer
 
 
-def test_linear_start_with_patience_in_a_trainer_shortens_the_run(tmp_path):
+def test_linear_start_with_patience_in_a_trainer_shortens_the_run(tmp_path, caplog):
     task = _ScriptedValidation(make_model(), [1.0, 1.5, 0.5, 0.4, 0.3, 0.2])
-    trainer = fit_scripted(tmp_path, task, LinearStart(epochs=4, lr=0.005, patience=1), max_epochs=6)
+    with caplog.at_level("INFO", logger="attnmem.callbacks.linear_start"):
+        trainer = fit_scripted(tmp_path, task, LinearStart(epochs=4, lr=0.005, patience=1), max_epochs=6)
     assert sorted(set(task.seen)) == [(0, True, 0.005), (1, True, 0.005), (2, False, 0.01), (3, False, 0.005)]
     assert trainer.current_epoch == 4  # 2 LS epochs + the main run's 2
+    ours = [r.getMessage() for r in caplog.records if r.name == "attnmem.callbacks.linear_start"]
+    assert ours == ["linear start ends after epoch 1 (val/loss 1.5, best 1, not lower for 1 validations): "
+                    "the softmax is back from epoch 2, the run ends after epoch 3"]
 
 
 def test_linear_start_with_patience_names_a_metric_validation_does_not_log(tmp_path):

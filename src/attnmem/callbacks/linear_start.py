@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
 from lightning.pytorch.callbacks import Callback
 
 from attnmem.core.errors import UserError
+
+log = logging.getLogger(__name__)
 
 
 class LinearStart(Callback):
@@ -71,6 +74,9 @@ class LinearStart(Callback):
         if self.stale >= self.patience:
             trainer.fit_loop.max_epochs -= self.end - (epoch + 1)
             self.end = epoch + 1
+            log.info("linear start ends after epoch %d (%s %.4g, best %.4g, not lower for %d validations): the "
+                     "softmax is back from epoch %d, the run ends after epoch %d", epoch, self.monitor, loss, self.best,
+                     self.stale, self.end, trainer.fit_loop.max_epochs - 1)
 
     def _end(self, trainer: Any) -> None:
         saved = self.configured_lrs or [[None] * len(opt.param_groups) for opt in trainer.optimizers]
