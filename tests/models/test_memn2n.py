@@ -308,6 +308,10 @@ def test_linear_start_with_patience_ends_when_the_validation_loss_stalls_and_kee
     resumed.on_train_start(fake_trainer(8, opt, scheduler, fresh_loop), module)
     resumed.on_train_epoch_start(fake_trainer(8, opt, scheduler, fresh_loop), module)
     assert fresh_loop.max_epochs == 10 and not module.net.linear_start
+    unlimited, first = SimpleNamespace(max_epochs=-1), LinearStart(epochs=10, patience=1)
+    for epoch in range(2):  # no decrease at epoch 1: LS ends, and a run without an epoch limit keeps none
+        first.on_validation_end(fake_trainer(epoch, opt, scheduler, unlimited, 1.0), module)
+    assert first.end == 2 and unlimited.max_epochs == -1
     with pytest.raises(ValueError, match="patience"):
         LinearStart(patience=0)
 

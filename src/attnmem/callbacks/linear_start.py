@@ -44,7 +44,7 @@ class LinearStart(Callback):
         self.configured_lrs: list[list[float]] | None = None  # per optimizer, per param group
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-        trainer.fit_loop.max_epochs -= self.epochs - self.end  # a run resumed after LS ended early
+        self._shorten(trainer, self.epochs - self.end)  # a run resumed after LS ended early
 
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         epoch = trainer.current_epoch
@@ -72,11 +72,17 @@ class LinearStart(Callback):
         loss = float(trainer.callback_metrics[self.monitor])
         self.best, self.stale = (loss, 0) if loss < self.best else (self.best, self.stale + 1)
         if self.stale >= self.patience:
-            trainer.fit_loop.max_epochs -= self.end - (epoch + 1)
+            self._shorten(trainer, self.end - (epoch + 1))
             self.end = epoch + 1
+            last = trainer.fit_loop.max_epochs
             log.info("linear start ends after epoch %d (%s %.4g, best %.4g, not lower for %d validations): the "
-                     "softmax is back from epoch %d, the run ends after epoch %d", epoch, self.monitor, loss, self.best,
-                     self.stale, self.end, trainer.fit_loop.max_epochs - 1)
+                     "softmax is back from epoch %d%s", epoch, self.monitor, loss, self.best, self.stale, self.end,
+                     f", the run ends after epoch {last - 1}" if last is not None and last >= 0 else "")
+
+    @staticmethod
+    def _shorten(trainer: Any, epochs: int) -> None:
+        if trainer.fit_loop.max_epochs is not None and trainer.fit_loop.max_epochs >= 0:  # -1: no epoch limit
+            trainer.fit_loop.max_epochs -= epochs
 
     def _end(self, trainer: Any) -> None:
         saved = self.configured_lrs or [[None] * len(opt.param_groups) for opt in trainer.optimizers]
