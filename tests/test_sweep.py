@@ -78,6 +78,11 @@ def test_bad_sweep_file_is_one_line_naming_file_and_key_before_any_job(tmp_path,
     assert not (tmp_path / "outputs").exists()  # no job started
 
 
+def test_an_override_of_a_key_the_config_lacks_says_how_to_add_it(tmp_path, capsys):
+    err = _error(capsys, [str(_write(tmp_path)), "model.nope=1"])
+    assert "job 0" in err and "Could not override 'model.nope'" in err and "use +model.nope=1" in err, err
+
+
 @pytest.mark.slow  # a few tiny training runs
 def test_grid_runs_in_process_resumes_and_reports(tmp_path, capsys):
     params = {"model.hops": {"values": [1, 0]}, "seed": {"values": [0, 1]}, **TINY}  # hops=0: a failing job

@@ -24,6 +24,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobStatus
+from hydra.errors import CompactHydraException
 from hydra.types import HydraContext, RunMode
 from hydra.utils import get_class, to_absolute_path
 from omegaconf import DictConfig, OmegaConf
@@ -74,7 +75,8 @@ def check_jobs(jobs: list[list[str]], path: Path) -> None:
         try:
             compose(CONFIG_NAME, overrides=job)
         except Exception as err:  # Hydra raises several types; all mean this job's overrides do not compose
-            raise UserError(f"{path}: job {i} ({' '.join(job)}): {str(err).splitlines()[0]}") from None
+            text = cli.one_line(err) if isinstance(err, CompactHydraException) else str(err).splitlines()[0]
+            raise UserError(f"{path}: job {i} ({' '.join(job)}): {text}") from None
 
 
 def monitored_metric(job: list[str]) -> dict[str, str]:
