@@ -342,21 +342,19 @@ class _Task(L.LightningModule):
         return [opt], [torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)]
 
 
-def test_linear_start_callback_in_a_trainer(tmp_path):
+def fit(tmp_path, task: _Task, callback: LinearStart, max_epochs: int, validate: bool = True) -> L.Trainer:
     data = babi1(8, torch.Generator().manual_seed(1))
     loader = DataLoader([{k: v[i] for k, v in data.items()} for i in range(8)], batch_size=4)
+    trainer = L.Trainer(max_epochs=max_epochs, callbacks=[callback], logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
+                        accelerator="cpu")
+    trainer.fit(task, loader, loader if validate else None)
+    return trainer
+
+
+def test_linear_start_callback_in_a_trainer(tmp_path):
     task = _Task(make_model())
-    trainer = L.Trainer(
-        max_epochs=4,
-        callbacks=[LinearStart(epochs=2, lr=0.005)],
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path,
-        accelerator="cpu",
-    )
-    trainer.fit(task, loader)
+    fit(tmp_path, task, LinearStart(epochs=2, lr=0.005), max_epochs=4, validate=False)
     per_epoch = sorted(set(task.seen))
     assert per_epoch == [(0, True, 0.005), (1, True, 0.005), (2, False, 0.01), (3, False, 0.005)]
 
@@ -372,20 +370,10 @@ class _ScriptedValidation(_Task):
         self.log(self.key, self.script[self.current_epoch])
 
 
-def fit_scripted(tmp_path, task: _Task, callback: LinearStart, max_epochs: int) -> L.Trainer:
-    data = babi1(8, torch.Generator().manual_seed(1))
-    loader = DataLoader([{k: v[i] for k, v in data.items()} for i in range(8)], batch_size=4)
-    trainer = L.Trainer(max_epochs=max_epochs, callbacks=[callback], logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
-                        accelerator="cpu")
-    trainer.fit(task, loader, loader)
-    return trainer
-
-
 def test_linear_start_with_patience_in_a_trainer_shortens_the_run(tmp_path, caplog):
     task = _ScriptedValidation(make_model(), [1.0, 1.5, 0.5, 0.4, 0.3, 0.2])
     with caplog.at_level("INFO", logger="attnmem.callbacks.linear_start"):
-        trainer = fit_scripted(tmp_path, task, LinearStart(epochs=4, lr=0.005, patience=1), max_epochs=6)
+        trainer = fit(tmp_path, task, LinearStart(epochs=4, lr=0.005, patience=1), max_epochs=6)
     assert sorted(set(task.seen)) == [(0, True, 0.005), (1, True, 0.005), (2, False, 0.01), (3, False, 0.005)]
     assert trainer.current_epoch == 4  # 2 LS epochs + the main run's 2
     ours = [r.getMessage() for r in caplog.records if r.name == "attnmem.callbacks.linear_start"]
@@ -396,7 +384,7 @@ def test_linear_start_with_patience_in_a_trainer_shortens_the_run(tmp_path, capl
 def test_linear_start_with_patience_names_a_metric_validation_does_not_log(tmp_path):
     task = _ScriptedValidation(make_model(), [1.0] * 3, key="val/error")
     with pytest.raises(UserError) as err:
-        fit_scripted(tmp_path, task, LinearStart(epochs=2, patience=1), max_epochs=3)
+        fit(tmp_path, task, LinearStart(epochs=2, patience=1), max_epochs=3)
     one_line(str(err.value), "callbacks.linear_start.monitor=val/loss", "val/error", "patience=null")
 
 

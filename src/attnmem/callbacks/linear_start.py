@@ -74,14 +74,14 @@ class LinearStart(Callback):
         if self.stale >= self.patience:
             self._shorten(trainer, self.end - (epoch + 1))
             self.end = epoch + 1
-            last = trainer.fit_loop.max_epochs
+            last = trainer.fit_loop.max_epochs  # an int once fitting: -1 for no epoch limit
             log.info("linear start ends after epoch %d (%s %.4g, best %.4g, not lower for %d validations): the "
                      "softmax is back from epoch %d%s", epoch, self.monitor, loss, self.best, self.stale, self.end,
-                     f", the run ends after epoch {last - 1}" if last is not None and last >= 0 else "")
+                     f", the run ends after epoch {last - 1}" if last >= 0 else "")
 
     @staticmethod
     def _shorten(trainer: Any, epochs: int) -> None:
-        if trainer.fit_loop.max_epochs is not None and trainer.fit_loop.max_epochs >= 0:  # -1: no epoch limit
+        if trainer.fit_loop.max_epochs >= 0:  # -1: no epoch limit
             trainer.fit_loop.max_epochs -= epochs
 
     def _end(self, trainer: Any) -> None:

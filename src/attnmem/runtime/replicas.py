@@ -12,7 +12,7 @@ from hydra.utils import get_class
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.trainer.connectors.data_connector import _process_dataloader
 from lightning.pytorch.trainer.states import RunningStage
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from attnmem.core.errors import UserError
 from attnmem.runtime import console
@@ -89,8 +89,7 @@ def check(cfg: DictConfig) -> int:
         "scheduler=ReduceLROnPlateau": str((cfg.scheduler or {}).get("_target_", "")).endswith(
             ("ReduceLROnPlateau", "schedules.plateau")
         ),
-        "callbacks.linear_start.patience": ((cfg.get("callbacks") or {}).get("linear_start") or {}).get("patience")
-        is not None,
+        "callbacks.linear_start.patience": OmegaConf.select(cfg, "callbacks.linear_start.patience") is not None,
     }  # under DDP each process holds every replica, its batches split as a single run's
     for option, refused in refusals.items():
         if refused:
