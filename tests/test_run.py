@@ -177,9 +177,10 @@ def test_cli_user_error_is_one_line_without_traceback(tmp_path):
 def test_experiment_overrides_the_primary_config(compose_cfg):
     cfg = compose_cfg("experiment=memn2n_babi")
     assert cfg.name == "memn2n_babi"
-    assert cfg.optimizer._target_ == "torch.optim.SGD" and cfg.scheduler._target_.endswith("StepLR")
+    assert cfg.optimizer._target_ == "torch.optim.SGD" and cfg.scheduler._target_.endswith("MultiStepLR")
     assert cfg.task.loss_reduction == "sum" and cfg.trainer.gradient_clip_val == 40
     assert cfg.data.source._target_.endswith(".BabiFiles") and cfg.callbacks.linear_start.epochs == 20
+    assert cfg.data.sampler == "replacement"
     assert compose_cfg("experiment=memn2n_babi", "optimizer.lr=0.1").optimizer.lr == 0.1
 
 

@@ -209,6 +209,28 @@ def test_shuffle_follows_seed_everything(tmp_path):
     assert order(3) == order(3) and order(3) != order(4)
 
 
+def test_the_replacement_sampler_draws_each_batch_with_replacement(tmp_path):
+    """MemN2N's reference code (train.m): floor(N / B) batches an epoch, each of B questions drawn uniformly with
+    replacement, so an epoch repeats some and misses others; "shuffle" takes each question once."""
+
+    def rows(dm: QADataModule, seed: int) -> list[list[int]]:
+        L.seed_everything(seed, verbose=False)
+        return [(b["query"][:, 3] * 10 + b["task"]).tolist() for b in dm.train_dataloader()]
+
+    drawn, shuffled = fixture_module(tmp_path / "a", sampler="replacement"), fixture_module(tmp_path / "b")
+    n = len(drawn.qa.splits["train"]["answer"])
+    assert n == 36  # questions, in batches of 8
+    epoch = rows(drawn, 0)
+    assert len(epoch) == n // 8 and all(len(batch) == 8 for batch in epoch)
+    flat = [row for batch in epoch for row in batch]
+    assert len(set(flat)) < len(flat)  # a question drawn twice in one epoch
+    assert rows(drawn, 0) == epoch and rows(drawn, 1) != epoch
+    every = sorted(row for batch in rows(shuffled, 0) for row in batch)
+    assert len(every) == n and len(set(every)) == n and set(flat) <= set(every)
+    with pytest.raises(ValueError, match=r"data.sampler must be one of \['shuffle', 'replacement'\], got 'random'"):
+        babi_module(str(tmp_path / "a" / "en"), sampler="random")
+
+
 def test_no_test_files_means_no_test(tmp_path):
     folder = write_babi(tmp_path / "en", {"qa1_tiny_train.txt": QA1 * 5})
     dm = babi_module(str(folder), cache=False)

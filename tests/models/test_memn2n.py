@@ -272,6 +272,7 @@ STALLS_AT_3 = [1.4, 1.1, 1.0, 1.2]  # validation losses: the first without a dec
 
 
 @pytest.mark.parametrize(("overrides", "val_losses", "ls", "per_rate"), [
+    (["experiment=memn2n_babi"], STALLS_AT_3, 20, 25),  # one task: 20 LS epochs, then 100 halved every 25
     (["experiment=memn2n_babi_joint"], STALLS_AT_3, 30, 15),  # the reference code's fixed 30 epochs
     (["experiment=memn2n_babi10k_joint"], STALLS_AT_3, 10, 5),  # a fixed 10
     (["experiment=memn2n_babi10k_joint", "callbacks.linear_start.patience=1", "callbacks.linear_start.epochs=30",
@@ -281,14 +282,16 @@ STALLS_AT_3 = [1.4, 1.1, 1.0, 1.2]  # validation losses: the first without a dec
 ])  # fmt: skip
 def test_joint_recipes_follow_the_papers_schedule(compose_cfg, overrides, val_losses, ls, per_rate):
     """Sukhbaatar et al. 2015, §4.2: on all tasks at once, 1k (10k) samples train 60 (20) epochs after linear start,
-    the rate halved every 15 (5); LS at 0.005."""
+    the rate halved every 15 (5), one task 100 halved every 25; LS at 0.005. The reference code's train.m halves the
+    rate when mod(epoch, step) == 0, before training that (1-based) epoch: 0-based epoch e runs at (e + 1) // step
+    halvings, the last epoch at four."""
     cfg = compose_cfg(*overrides)
     module = SimpleNamespace(net=make_model())
     opt = instantiate(cfg.optimizer)(module.net.parameters())
     scheduler = instantiate(cfg.scheduler)(opt)
     callback = instantiate(cfg.callbacks.linear_start)
     seen, _ = run_epochs(callback, module, opt, scheduler, cfg.trainer.max_epochs, val_losses)
-    main = [0.005 / 2 ** (e // per_rate) for e in range(4 * per_rate)]
+    main = [0.005 / 2 ** ((e + 1) // per_rate) for e in range(4 * per_rate)]
     assert [flag for flag, _ in seen] == [True] * ls + [False] * len(main)
     assert [lr for _, lr in seen] == pytest.approx([0.005] * ls + main, rel=1e-12)
     assert isinstance(opt, torch.optim.SGD)

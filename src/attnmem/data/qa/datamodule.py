@@ -16,7 +16,9 @@ from attnmem.core.dims import QADims
 from attnmem.core.glove import Vectors
 from attnmem.data.qa.tensors import QAData
 
-__all__ = ["QADataModule", "QASource", "parse_tasks"]
+__all__ = ["SAMPLERS", "QADataModule", "QASource", "parse_tasks"]
+
+SAMPLERS = ("shuffle", "replacement")  # an epoch: a shuffle of every training example | batches drawn with replacement
 
 
 class QASource(Protocol):
@@ -55,22 +57,27 @@ class QADataModule(L.LightningDataModule):
 
     The source gives the vectorised splits and vocabularies; this class serves them as batches of `story`
     (B, S, L), `query` (B, Lq), `answer` (B,) and `task` (B,), tells the model its sizes (`dims`) and keeps
-    the vocabularies in checkpoints, so a trained model reads other data with the ids it knows.
+    the vocabularies in checkpoints, so a trained model reads other data with the ids it knows. `sampler`:
+    each training epoch a shuffle of every example ("shuffle"), or ⌊N / batch_size⌋ batches each drawn
+    uniformly with replacement ("replacement", as the MemN2N reference code's train.m).
     """
 
     family: ClassVar[str] = "qa"
     family_module: ClassVar[str] = "attnmem.tasks.qa.QATask"
 
     def __init__(self, *, source: QASource, tasks: Sequence[int] | int | str = (1,), memory_size: int = 50,
-                 fit_memory: bool = False, batch_size: int = 32, num_workers: int = 0) -> None:
+                 fit_memory: bool = False, batch_size: int = 32, sampler: str = "shuffle",
+                 num_workers: int = 0) -> None:
         super().__init__()
+        if sampler not in SAMPLERS:
+            raise ValueError(f"data.sampler must be one of {list(SAMPLERS)}, got {sampler!r}")
         for name, value, low in (("memory_size", memory_size, 1), ("batch_size", batch_size, 1),
                                  ("num_workers", num_workers, 0)):
             if value < low:
                 raise ValueError(f"data.{name} must be in [{low}, inf], got {value}")
         self.source, self.tasks = source, parse_tasks(tasks, source.supported_tasks)
         self.memory_size, self.fit_memory = memory_size, fit_memory
-        self.batch_size, self.num_workers = batch_size, num_workers
+        self.batch_size, self.sampler, self.num_workers = batch_size, sampler, num_workers
         self._qa: QAData | None = None
         self._state: dict[str, Any] | None = None  # a checkpoint's vocabularies, applied once data is built
         self._embeddings: Tensor | None = None  # (V, D), empty without an embeddings file; read once
@@ -123,7 +130,8 @@ class QADataModule(L.LightningDataModule):
         return self.qa.words(ids)
 
     def train_dataloader(self) -> DataLoader:
-        return self.qa.loader("train", batch_size=self.batch_size, shuffle=True, num_workers=self.num_workers)
+        return self.qa.loader("train", batch_size=self.batch_size, shuffle=True, num_workers=self.num_workers,
+                              replacement=self.sampler == "replacement")
 
     def val_dataloader(self) -> DataLoader:
         return self.qa.loader("val", batch_size=self.batch_size, shuffle=False, num_workers=self.num_workers)

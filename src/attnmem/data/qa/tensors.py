@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, RandomSampler
 
 from attnmem.core.dims import QADims
 from attnmem.core.errors import UserError
@@ -184,11 +184,19 @@ class QAData:
         }
         return QAData(list(state["vocab"]), list(state["answers"]), splits)
 
-    def loader(self, split: str, *, batch_size: int, shuffle: bool, num_workers: int = 0) -> DataLoader:
-        """A DataLoader of dict batches; shuffled from torch's global RNG, so `seed_everything` fixes the order."""
-        # A plain batch_size/shuffle loader (not a custom sampler) lets Lightning swap in its DistributedSampler
-        # (ddp) or SequentialSampler (overfit_batches) and keep the batch size.
-        return DataLoader(QADataset(self.splits[split]), batch_size=batch_size, shuffle=shuffle,
+    def loader(self, split: str, *, batch_size: int, shuffle: bool, num_workers: int = 0,
+               replacement: bool = False) -> DataLoader:
+        """A DataLoader of dict batches; shuffled from torch's global RNG, so `seed_everything` fixes the order.
+        `replacement`: each batch drawn uniformly with replacement, ⌊N / batch_size⌋ batches an epoch."""
+        # A batch_size loader over a RandomSampler or none (not a custom sampler) lets Lightning swap in its
+        # DistributedSampler (ddp: it shuffles each rank's share, without replacement) or SequentialSampler
+        # (overfit_batches) and keep the batch size.
+        dataset = QADataset(self.splits[split])
+        sampler = None
+        if replacement:
+            batches = max(len(dataset) // batch_size, 1)
+            sampler = RandomSampler(dataset, replacement=True, num_samples=batches * batch_size)
+        return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle and sampler is None, sampler=sampler,
                           num_workers=num_workers, collate_fn=_batch_as_is, persistent_workers=num_workers > 0)
 
 
