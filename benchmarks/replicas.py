@@ -11,7 +11,7 @@ than R runs. Targets on a 2-core CPU: MemN2N (bAbI task-1 shapes) R=10 >= 1.5, N
 `--bound` also times one run at batch R x B (B the case's batch size): R replicas do at least that work, so
 R x its steps/s over the single run's is the most any batched replica step can reach on the device.
 
-    python benchmarks/replicas.py                 # both cases
+    python benchmarks/replicas.py                 # every case
     python benchmarks/replicas.py --case ntm --replicas 1 10 64   # on a GPU: add trainer=gpu
 """
 
@@ -36,6 +36,8 @@ CONF = Path(__file__).resolve().parents[1] / "conf"
 CASES = {
     "memn2n": (["model=memn2n", "data=babi_gen"], 10),  # 50 memory slots
     "memn2n10": (["model=memn2n", "data=babi_gen", "data.memory_size=10"], 10),  # task 1's own size (fit_memory)
+    # generated task 2: stories of different lengths, so the replicas' batches differ in shape (padded to one)
+    "memn2n_task2": (["model=memn2n", "data=babi_gen", "data.tasks=[2]"], 10),
     "ntm": (["model=ntm", "data=copy", "data.batch_size=16"], 4),
 }
 
@@ -107,13 +109,13 @@ def main() -> None:
                           for _ in range(args.rounds)]
                 ratios = sorted(r * m / s for s, m in rounds)
                 best_single, best_many = max(s for s, _ in rounds), max(m for _, m in rounds)
-                print(f"{case:7s} R={r:3d}  single {best_single:7.1f} steps/s   replicas {best_many:7.1f} steps/s  "
+                print(f"{case:12s} R={r:3d}  single {best_single:7.1f} steps/s   replicas {best_many:7.1f} steps/s  "
                       f"replica-steps/s ratio {statistics.median(ratios):5.2f} ({ratios[0]:.2f}-{ratios[-1]:.2f})  "
                       f"({args.device}, threads={args.threads}, median of {args.rounds} paired rounds of "
                       f"{args.steps} steps)")
                 if args.bound and r > 1:
                     ceiling = bound(Path(tmp) / case / f"wide{r}", overrides, r, best_single, args, device)
-                    print(f"{'':7s} R={r:3d}  bound {ceiling:5.2f}: R x steps/s of one run at batch R x B, over single")
+                    print(f"{'':12s} R={r:3d}  bound {ceiling:5.2f}: R x steps/s of one run at batch R x B over single")
 
 
 if __name__ == "__main__":

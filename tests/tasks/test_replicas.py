@@ -208,6 +208,34 @@ def test_memn2n_replicas_fold_where_every_weight_is_a_table_else_vmap(option, pa
     assert metrics["replicas/1/val/loss"] == pytest.approx(single["val/loss"], rel=1e-5)
 
 
+def test_memn2n_replicas_of_different_story_lengths_still_take_one_batched_step(tmp_path):
+    # generated task 2: the replicas' batches hold different numbers of sentences on most steps; padded with empty
+    # slots (and RN's keys), each step is still one batched forward, and each replica still its seed's single run
+    from attnmem.tasks import replicas
+    from attnmem.tasks.replica_batch import Batched
+
+    quick = [*MEMN2N, "data.tasks=[2]", "trainer.max_epochs=1", "callbacks.plots=null"]
+    lengths, forwards = [], []
+
+    def recording_aligned(batches, pads):
+        lengths.append({b["story"].shape[1] for b in batches})
+        return aligned(batches, pads)
+
+    def recording_call(self, nets, batches):
+        forwards.append({b["story"].shape[1] for b in batches})
+        return call(self, nets, batches)
+
+    aligned, call = replicas.aligned, Batched.__call__
+    patches = {(replicas, "aligned"): recording_aligned, (Batched, "__call__"): recording_call}
+    steps, metrics = train(tmp_path / "replicas", *quick, "replicas=2", patches=patches)
+    assert len(steps) == len(forwards) == 25 and all(len(s) == 1 for s in forwards)  # every step batched, one shape
+    assert sum(len(s) > 1 for s in lengths) >= 15  # though the batches came in different shapes
+    single_steps, single = train(tmp_path / "seed1", *quick, "seed=1")
+    assert worst_gap(steps, single_steps, 1, steps=25) < 1e-5
+    assert metrics["replicas/1/val/acc"] == single["val/acc"]
+    assert metrics["replicas/1/val/loss"] == pytest.approx(single["val/loss"], rel=1e-5)
+
+
 def test_the_memn2n_recipe_reproduces_single_runs(tmp_path):
     # the paper recipe: linear start (on every replica), SGD and MultiStepLR, summed loss, the last state, batches
     # drawn with replacement, and each weight matrix clipped by its own spectral norm (at 2 here, so it clips on most

@@ -109,6 +109,8 @@ class MemN2N(nn.Module):
 
     families: ClassVar[tuple[str, ...]] = ("qa",)
     replicas_batched: ClassVar[bool] = True  # replicas=R in one batched step (`fold`, else vmap); RN's from `draws`
+    # replicas' batches padded to one shape: more empty slots, and RN keys past every slot they pick from (`time_index`)
+    replica_pads: ClassVar[dict[str, float]] = {"story": 0, "rn_keys": 1.0}
 
     def __init__(
         self,

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call
 
@@ -35,6 +36,21 @@ def stackable(batches: Sequence[dict[str, Tensor]]) -> bool:
                 for k, v in b.items())
         for b in batches[1:]
     )
+
+
+def aligned(batches: Sequence[dict[str, Tensor]], pads: dict[str, float]) -> list[dict[str, Tensor]]:
+    """The batches with each key of `pads` padded along dim 1 to the longest of them, with that key's value (a model
+    naming them in `replica_pads` reads the padding as nothing: MemN2N's empty memory slots)."""
+    longest = {key: max(b[key].shape[1] for b in batches) for key in pads if key in batches[0]}
+    out = []
+    for batch in batches:
+        batch = dict(batch)
+        for key, length in longest.items():
+            extra = length - batch[key].shape[1]
+            if extra:  # F.pad's widths run from the last dim: (0, 0) for each dim after dim 1
+                batch[key] = F.pad(batch[key], (0, 0) * (batch[key].dim() - 2) + (0, extra), value=pads[key])
+        out.append(batch)
+    return out
 
 
 class Batched:

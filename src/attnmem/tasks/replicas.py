@@ -5,8 +5,9 @@ Replica r is the family module a single run with `seed=seed+r` builds; it draws 
 on its own patience and, when its loss turns non-finite, stops there with its best state (a single run's
 `FiniteLoss` would stop the run). One optimizer over all replicas' parameters is R separate ones for
 elementwise optimizers (Adam, SGD). Their losses are summed, so each replica's gradient is its own.
-A model class with `replicas_batched = True` trains all replicas in one `vmap` (`replica_batch`); the rest
-loop over them.
+A model class with `replicas_batched = True` trains all replicas in one `vmap` or folded batch (`replica_batch`),
+their batches padded to one shape where it names the keys that pad (`replica_pads`: MemN2N's stories hold as many
+slots as each batch's longest); a step whose batches still differ, and the other classes, loop over them.
 
 Logged: every replica's metrics as `replicas/<r>/<key>`; while training the plain keys hold the replicas'
 mean (what the progress bar, the checkpoint and the learning curves follow); in the final validation and test,
@@ -29,9 +30,10 @@ import torch
 from lightning.pytorch.strategies import ParallelStrategy
 from torch import Tensor, nn
 
+from attnmem.blocks.output import Output
 from attnmem.core.errors import UserError
 from attnmem.tasks import hooks, optim
-from attnmem.tasks.replica_batch import Batched, serving, stackable, with_draws
+from attnmem.tasks.replica_batch import Batched, aligned, serving, stackable, with_draws
 from attnmem.tasks.replica_streams import Streams
 
 
@@ -70,13 +72,12 @@ class Replicas(L.LightningModule):
         """The sum of the running replicas' losses, each on its own batch."""
         running = self.active()
         outs = None
-        if self.batched and len(running) > 1 and stackable([batches[r] for r in running]):
-            drawn = []
-            for r in running:
+        if self.batched and len(running) > 1:
+            batches = list(batches)
+            for r in running:  # each replica's draws first, under its stream, as its forward would make them
                 with self.streams.use(r):
-                    drawn.append(with_draws(self.members[r].net, batches[r]))
-            nets = [self.members[r].net for r in running]
-            outs = dict(zip(running, self.batched_forward[0](nets, drawn)))
+                    batches[r] = with_draws(self.members[r].net, batches[r])
+            outs = self._batched_outputs(running, batches)
         total, self.step_losses = None, {}
         for r in running:
             with self.streams.use(r), serving(self.members[r], outs[r]) if outs else nullcontext():
@@ -89,6 +90,15 @@ class Replicas(L.LightningModule):
         if not self.active():
             self.trainer.should_stop = True
         return total
+
+    def _batched_outputs(self, running: list[int], batches: list[dict[str, Tensor]]) -> dict[int, Output] | None:
+        """The running replicas' outputs of one batched forward, their batches padded to one shape where the model
+        names what pads (`replica_pads`); None where they still differ (each replica then runs on its own)."""
+        net = self.members[running[0]].net
+        together = aligned([batches[r] for r in running], getattr(net, "replica_pads", {}))
+        if not stackable(together):
+            return None
+        return dict(zip(running, self.batched_forward[0]([self.members[r].net for r in running], together)))
 
     def _eval_step(self, split: str, batch: dict[str, Tensor], dataloader_idx: int) -> None:
         fitting = self.trainer.state.fn == "fit"
