@@ -208,6 +208,19 @@ def test_memn2n_replicas_fold_where_every_weight_is_a_table_else_vmap(option, pa
     assert metrics["replicas/1/val/loss"] == pytest.approx(single["val/loss"], rel=1e-5)
 
 
+def test_aligned_pads_the_named_keys_along_dim_1_to_the_longest():
+    from attnmem.tasks.replica_batch import aligned
+
+    short = {"story": torch.ones(2, 3, 4, dtype=torch.long), "rn_keys": torch.zeros(2, 4), "answer": torch.zeros(2)}
+    long = {"story": torch.ones(2, 5, 4, dtype=torch.long), "rn_keys": torch.zeros(2, 6), "answer": torch.ones(2)}
+    out = aligned([short, long], {"story": 0, "rn_keys": 1.0, "absent": 0})
+    assert out[0]["story"].shape == (2, 5, 4) and out[0]["story"].dtype == torch.long
+    assert out[0]["story"][:, :3].eq(1).all() and out[0]["story"][:, 3:].eq(0).all()
+    assert out[0]["rn_keys"].tolist() == [[0, 0, 0, 0, 1, 1]] * 2
+    assert out[1]["story"] is long["story"] and out[0]["answer"] is short["answer"]  # the longest and other keys as is
+    assert short["story"].shape == (2, 3, 4)  # the batches given are left as they were
+
+
 def test_memn2n_replicas_of_different_story_lengths_still_take_one_batched_step(tmp_path):
     # generated task 2: the replicas' batches hold different numbers of sentences on most steps; padded with empty
     # slots (and RN's keys), each step is still one batched forward, and each replica still its seed's single run
