@@ -221,13 +221,14 @@ def test_aligned_pads_the_named_keys_along_dim_1_to_the_longest():
     assert short["story"].shape == (2, 3, 4)  # the batches given are left as they were
 
 
-def test_memn2n_replicas_of_different_story_lengths_still_take_one_batched_step(tmp_path):
+@pytest.mark.parametrize("tying", ["adjacent", "layerwise"])  # folded into one batch, or one vmap
+def test_memn2n_replicas_of_different_story_lengths_still_take_one_batched_step(tying, tmp_path):
     # generated task 2: the replicas' batches hold different numbers of sentences on most steps; padded with empty
     # slots (and RN's keys), each step is still one batched forward, and each replica still its seed's single run
     from attnmem.tasks import replicas
     from attnmem.tasks.replica_batch import Batched
 
-    quick = [*MEMN2N, "data.tasks=[2]", "trainer.max_epochs=1", "callbacks.plots=null"]
+    quick = [*MEMN2N, "data.tasks=[2]", f"model.tying={tying}", "trainer.max_epochs=1", "callbacks.plots=null"]
     lengths, forwards = [], []
 
     def recording_aligned(batches, pads):
