@@ -3,6 +3,7 @@ a moved or copied run directory that resumes as if it had always been where it i
 
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,11 @@ class AtomicModelCheckpoint(ModelCheckpoint):
     Lightning would keep the old absolute paths and forget the best ones, so they are mapped to the new
     folder first (those that are there).
     """
+
+    @cached_property
+    def state_key(self) -> str:
+        """Lightning's key (monitor, mode, intervals: fixed once built), made once; Lightning reads it per hook call."""
+        return super().state_key
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore the checkpoint's state, its paths mapped to this checkpoint folder when the run has moved."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import lightning as L
 from lightning.pytorch.callbacks import EarlyStopping as LightningEarlyStopping
 
@@ -13,6 +15,11 @@ class EarlyStopping(LightningEarlyStopping):
     before the first validation (a run cut short by `trainer.max_steps`, validation switched off). A
     monitor the family never logs is still refused, in one line, by `MonitorCheck` at the first validation.
     """
+
+    @cached_property
+    def state_key(self) -> str:
+        """Lightning's key (monitor and mode: fixed once built), made once; Lightning reads it per hook call."""
+        return super().state_key
 
     def _run_early_stopping_check(self, trainer: L.Trainer) -> None:
         split = self.monitor.partition("/")[0] + "/"

@@ -42,6 +42,7 @@ from attnmem.runtime import (
     run_lock,
     wandb_run,
 )
+from attnmem.runtime.profiler import NoProfiler
 
 # noise that says nothing about the run: per-step logging is off on purpose, and the rest is advice
 warnings.filterwarnings("ignore", message=".*smaller than the logging interval.*")
@@ -95,7 +96,8 @@ def setup(
     if not cfg.trainer.get("enable_progress_bar", True):
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
     callbacks.insert(0, MonitorCheck(cfg.monitor, get_class(cfg.data._target_).family, task_cls.monitor))
-    trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False,
+                          profiler=cfg.trainer.get("profiler") or NoProfiler())
     distributed.check_trainable(module, trainer.world_size)
     distributed.split_batch(datamodule, trainer.world_size)
     return datamodule, module, trainer

@@ -50,6 +50,7 @@ class ClassifyTask(L.LightningModule):
     training_step, validation_step, test_step = (hooks.step(split) for split in SPLITS)
     on_train_epoch_end, on_validation_epoch_end, on_test_epoch_end = (hooks.epoch_end(split) for split in SPLITS)
     configure_optimizers = hooks.configure_optimizers
+    __setattr__ = hooks.set_attribute
     on_save_checkpoint, on_load_checkpoint = hooks.on_save_checkpoint, hooks.on_load_checkpoint
     prog_bar_splits: ClassVar[tuple[str, ...]] = ("train", "val")
 

@@ -100,6 +100,7 @@ class EmbeddingsTask(L.LightningModule):
     training_step, validation_step = hooks.step("train"), hooks.step("val")
     on_train_epoch_end, on_validation_epoch_end = hooks.epoch_end("train"), hooks.epoch_end("val")
     configure_optimizers = hooks.configure_optimizers
+    __setattr__ = hooks.set_attribute
     prog_bar_splits: ClassVar[tuple[str, ...]] = ("val",)
 
     def shared_step(self, batch: dict[str, Tensor], split: str, test_set: int = 0) -> Tensor:

@@ -51,6 +51,7 @@ class GraphTask(L.LightningModule):
     on_train_epoch_end, on_validation_epoch_end = hooks.epoch_end("train"), hooks.epoch_end("val")
     on_test_epoch_end = hooks.epoch_end("test")
     configure_optimizers = hooks.configure_optimizers
+    __setattr__ = hooks.set_attribute
     prog_bar_splits: ClassVar[tuple[str, ...]] = ("val",)
 
     def shared_step(self, batch: dict[str, Tensor], split: str, test_set: int = 0) -> Tensor:

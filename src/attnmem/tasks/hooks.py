@@ -8,6 +8,7 @@ writes its steps, epoch ends or optimizers again.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -85,7 +86,18 @@ def step(split: str) -> Callable[..., Tensor | None]:
         return module.shared_step(batch, split, dataloader_idx)
 
     hook.__name__ = "training_step" if split == "train" else f"{STAGES[split]}_step"
+    # Lightning reads the step's signature on every batch (does it take `batch_idx`?): store it once
+    hook.__signature__ = inspect.signature(hook)
     return hook
+
+
+def set_attribute(module: L.LightningModule, name: str, value: Any) -> None:
+    """`LightningModule.__setattr__`, stored directly for `_current_fx_name` (a hook's name, never a tensor or module),
+    which Lightning sets twice around each of the ~40 hooks it calls a training step (~0.1 ms of MemN2N's step)."""
+    if name == "_current_fx_name":
+        object.__setattr__(module, name, value)
+    else:
+        L.LightningModule.__setattr__(module, name, value)
 
 
 def configure_optimizers(module: L.LightningModule) -> Any:

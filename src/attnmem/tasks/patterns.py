@@ -83,6 +83,7 @@ class PatternsTask(L.LightningModule):
     # Lightning's hooks, written once in attnmem.tasks.hooks
     validation_step, test_step = hooks.step("val"), hooks.step("test")
     on_validation_epoch_end, on_test_epoch_end = hooks.epoch_end("val"), hooks.epoch_end("test")
+    __setattr__ = hooks.set_attribute
     prog_bar_splits: ClassVar[tuple[str, ...]] = ("val",)
 
     def shared_step(self, batch: dict[str, Tensor], split: str, test_set: int = 0) -> Tensor | None:

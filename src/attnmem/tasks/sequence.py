@@ -57,6 +57,7 @@ class SequenceTask(L.LightningModule):
     # Lightning's hooks, written once in attnmem.tasks.hooks
     validation_step, test_step = hooks.step("val"), hooks.step("test")
     on_validation_epoch_end, on_test_epoch_end = hooks.epoch_end("val"), hooks.epoch_end("test")
+    __setattr__ = hooks.set_attribute
     on_save_checkpoint, on_load_checkpoint = hooks.on_save_checkpoint, hooks.on_load_checkpoint
 
     def configure_optimizers(self) -> Any:
