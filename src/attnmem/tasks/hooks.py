@@ -3,7 +3,7 @@
 A family module provides `shared_step(batch, split, test_set)` (the loss of one batch, its sums added
 in place), `epoch_metrics(split)` (the logged values of one split, from those sums), `prog_bar_splits`
 and the config's `optimizer_factory` / `scheduler_factory`; the hooks here call them, so no family
-writes its steps, epoch ends or optimizers again.
+writes its steps, epoch ends or optimizers again. `set_attribute` is every family's `__setattr__`.
 """
 
 from __future__ import annotations
