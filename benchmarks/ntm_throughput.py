@@ -3,7 +3,8 @@
 
 The naive reference is written here for the comparison, in the style of per-sample NTM code
 (e.g. loudinthecloud/pytorch-ntm): one sequence at a time, a Python loop over the heads, the
-shift as a sum of `torch.roll`s. Same sizes as conf/model/ntm.yaml (LSTM 100, 128 × 20, 1 read
+shift as a sum of `torch.roll`s. Ours runs its fused loop (`models/ntm_sequence.py`) and, for comparison, `NTM.step`
+step by step under autograd. Same sizes as conf/model/ntm.yaml (LSTM 100, 128 × 20, 1 read
 and 1 write head), copy of length 10 (21 steps), forward + backward + Adam step, 1 thread by
 default. Target: batched (32) throughput >= 10 × the batch-1 figure.
 
@@ -87,11 +88,12 @@ def sequences_per_second(step, batch_size: int, seconds: float) -> float:
     return done / (time.perf_counter() - start)
 
 
-def our_step(batch: dict[str, torch.Tensor]) -> Callable[[], None]:
+def our_step(batch: dict[str, torch.Tensor], fused: bool = True) -> Callable[[], None]:
     """One training step of our NTM (conf/model/ntm.yaml's sizes) on `batch`: forward, BCE on the output phase,
-    backward, Adam."""
+    backward, Adam; `fused=False` runs `NTM.step` in a loop, differentiated by autograd."""
     model = NTM(input_size=batch["inputs"].shape[-1], output_size=batch["targets"].shape[-1],
                 score=functools.partial(Cosine))
+    model.fused = model.fused if fused else None
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     mask = batch["mask"]
 
@@ -183,9 +185,9 @@ def main() -> None:
     rates = {
         "naive per-sample NTM (reference), batch 1": sequences_per_second(naive_step, 1, args.seconds),
         **{
-            f"attnmem NTM, batch {b}": sequences_per_second(our_step(make_batch(task, b, g, size=args.length)), b,
-                                                            args.seconds)
-            for b in (1, 32)
+            f"attnmem NTM{'' if fused else ' step by step'}, batch {b}": sequences_per_second(
+                our_step(make_batch(task, b, g, size=args.length), fused), b, args.seconds)
+            for b in (1, 32) for fused in (True, False)
         },
     }
     base = rates["attnmem NTM, batch 1"]

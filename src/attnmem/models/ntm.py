@@ -9,9 +9,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnmem.attention import Cosine
 from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.output import Output
 from attnmem.core.float32 import in_float32
+from attnmem.models.ntm_sequence import Sizes, ntm_sequence
 
 __all__ = ["NTM", "NTMState", "content_weights", "interpolate", "read", "sharpen", "shift", "write"]
 
@@ -131,6 +133,9 @@ class NTM(nn.Module):
         content = score(query_dim=m, key_dim=m)
         # Cosine's own β would be a second temperature, unused: keep only its similarity, not the module
         self.similarity = content.similarity if hasattr(content, "similarity") else content
+        # cosine addressing runs the fused loop with its hand-derived backward (models/ntm_sequence.py)
+        self.fused = Sizes(read_heads, write_heads, shift_range, self.lstm, content.eps) if isinstance(
+            content, Cosine) else None
         self.register_buffer("offsets", torch.arange(-shift_range, shift_range + 1), persistent=False)
         self.register_buffer("initial_weights", F.one_hot(torch.zeros(heads, dtype=torch.long), n).float())
         if memory_init == "learned":
@@ -184,9 +189,19 @@ class NTM(nn.Module):
 
     def run_chunk(self, x: Tensor, state: NTMState) -> tuple[Output, NTMState]:
         """Logits and weightings of `x (B, T, I)` from `state`, and the state after the last step."""
-        x_gates = self.input_proj(x).unbind(1)  # (B, G) per step: one matmul, one backward (no [:, t] per step)
+        x_gates = self.input_proj(x)  # (B, T, G): one matmul, one backward
+        if self.fused is None:
+            return self._run_steps(x_gates, state)
+        hs, reads, weights, cell, memory = ntm_sequence(
+            x_gates, *state[:2], state.reads, state.weightings, state.memory, self.recurrent_proj.weight,
+            self.heads_proj.weight, self.heads_proj.bias, self.fused)
+        state = NTMState(hidden=hs[:, -1], cell=cell, reads=reads[:, -1], weightings=weights[:, -1], memory=memory)
+        features = torch.cat([hs, reads.flatten(2)], -1)  # (B, T, C + R·M)
+        return Output(pred=self.output_proj(features), attention=list(weights.unbind(1))), state
+
+    def _run_steps(self, x_gates: Tensor, state: NTMState) -> tuple[Output, NTMState]:
         hs, reads, attention = [], [], []
-        for x_t in x_gates:
+        for x_t in x_gates.unbind(1):  # (B, G) per step, no [:, t] per step
             state = self.step(x_t, state)
             hs.append(state.hidden)
             reads.append(state.reads.flatten(1))
