@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnmem.blocks.checks import check_sizes
+from attnmem.core.autograd import Function
 from attnmem.core.float32 import in_float32
 
 __all__ = [
@@ -96,7 +97,7 @@ def directional_weights(link: Tensor, read_weights: Tensor) -> tuple[Tensor, Ten
     return read_weights @ link.transpose(1, 2), read_weights @ link
 
 
-class _LinkStep(torch.autograd.Function):
+class _LinkStep(Function):
     """`link_update` then `directional_weights` as one step with a hand-written backward.
 
     Autograd keeps several (B, N, N) temporaries per step and walks a dozen N × N operations back, one a

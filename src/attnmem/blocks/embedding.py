@@ -9,6 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnmem.core.autograd import Function
+
 __all__ = ["embedding", "lookup"]
 
 
@@ -26,7 +28,7 @@ def lookup(weight: Tensor, ids: Tensor, padding_idx: int | None = None) -> Tenso
     return _Lookup.apply(weight, ids, padding_idx)
 
 
-class _Lookup(torch.autograd.Function):
+class _Lookup(Function):
     generate_vmap_rule = True  # replicas under `vmap`: both directions are ops with batching rules
 
     @staticmethod

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from attnmem.core.autograd import Function
 from attnmem.core.float32 import in_float32
 
 __all__ = ["Sizes", "ntm_sequence"]
@@ -198,7 +199,7 @@ def _controller_backward(d_h: Tensor, d_c: Tensor, s: dict[str, Tensor], h: Tens
     return d_z, d_c * f
 
 
-class NTMSequence(torch.autograd.Function):
+class NTMSequence(Function):
     """The NTM over a sequence (`_forward`) with its backward through time."""
 
     @staticmethod
