@@ -94,7 +94,9 @@ class NTM(nn.Module):
     N(0, 0.5²). Initial weightings are one-hot on location 0; initial reads are read with them.
     `forward` returns `pred (B, T, output_size)` and, per step, the weightings `(B, R + W, N)`
     (read heads first) as `attention`. `run_chunk` runs a piece of a sequence from a given state, for
-    truncated BPTT (`task.tbptt_steps`).
+    truncated BPTT (`task.tbptt_steps`). With cosine addressing (the default) it runs the fused loop of
+    `models/ntm_sequence.py`, the same maths with a backward through time derived by hand; other scores run
+    `step` in a loop under autograd.
     """
 
     families: ClassVar[tuple[str, ...]] = ("sequence",)
@@ -193,7 +195,7 @@ class NTM(nn.Module):
         if self.fused is None:
             return self._run_steps(x_gates, state)
         hs, reads, weights, cell, memory = ntm_sequence(
-            x_gates, *state[:2], state.reads, state.weightings, state.memory, self.recurrent_proj.weight,
+            x_gates, state.hidden, state.cell, state.reads, state.weightings, state.memory, self.recurrent_proj.weight,
             self.heads_proj.weight, self.heads_proj.bias, self.fused)
         state = NTMState(hidden=hs[:, -1], cell=cell, reads=reads[:, -1], weightings=weights[:, -1], memory=memory)
         features = torch.cat([hs, reads.flatten(2)], -1)  # (B, T, C + R·M)
