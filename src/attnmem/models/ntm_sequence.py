@@ -154,7 +154,8 @@ def _write_backward(s: dict[str, Tensor], write_w: Tensor, d_memory: Tensor) -> 
 
 
 def _cosine_backward(s: dict[str, Tensor], d_similarity: Tensor, k: _Constants) -> tuple[Tensor, Tensor, Tensor]:
-    """From that of K[k, M_i] = k·M_i / (|k| |M_i|): the keys' gradient; M_{t-1}'s is `by_norm` M + d_dotsᵀ k."""
+    """From that of K[k, M_i] = k·M_i / (|k| |M_i|): the keys' gradient, and `by_norm`, `d_dots` of M_{t-1}'s,
+    d_dotsᵀ k - by_norm ∘ M."""
     d_dots, t = d_similarity / s["denom"], d_similarity * s["similarity"]
     qn, kn, key, memory = s["qn"], s["kn"], s["key"], s["memory"]
     by_qn = torch.where(qn >= k.floor, t.sum(-1, keepdim=True) / (qn * qn), k.zero)  # minus d|k| / |k|: (B, H, 1)
