@@ -13,7 +13,7 @@ from attnmem.attention import Cosine
 from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.output import Output
 from attnmem.core.float32 import in_float32
-from attnmem.models.ntm_sequence import Sizes, ntm_sequence
+from attnmem.models.ntm_sequence import SHARPEN_EPS, Sizes, ntm_sequence
 
 __all__ = ["NTM", "NTMState", "content_weights", "interpolate", "read", "sharpen", "shift", "write"]
 
@@ -50,7 +50,7 @@ def shift(weights: Tensor, shift_weights: Tensor, offsets: Tensor) -> Tensor:
     return (shift_weights.flip(-1).unsqueeze(-2) @ windows).squeeze(-2)  # (B, H, N)
 
 
-def sharpen(weights: Tensor, gamma: Tensor, eps: float = 1e-16) -> Tensor:
+def sharpen(weights: Tensor, gamma: Tensor, eps: float = SHARPEN_EPS) -> Tensor:
     """w_i = w̃_i^γ / Σ_j w̃_j^γ (eq. 9), as softmax(γ log w̃); `gamma (B, H, 1)` ≥ 1; `eps` keeps log 0 finite."""
     return torch.softmax(gamma * torch.log(weights + eps), dim=-1)
 

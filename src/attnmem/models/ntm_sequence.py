@@ -14,9 +14,9 @@ from torch import Tensor
 from attnmem.core.autograd import Function
 from attnmem.core.float32 import in_float32
 
-__all__ = ["Sizes", "ntm_sequence"]
+__all__ = ["SHARPEN_EPS", "Sizes", "ntm_sequence"]
 
-SHARPEN_EPS = 1e-16  # as `models.ntm.sharpen`
+SHARPEN_EPS = 1e-16  # keeps log 0 finite in the sharpening (eq. 9); `models.ntm.sharpen`'s too
 aten = torch.ops.aten
 CONTROLLER = {True: ("prev_in", "act", "cand", "c_prev", "tc"), False: ("prev_in",)}  # LSTM, feed-forward
 MEMORY = ("key", "beta", "gamma_in", "memory", "qn", "kn", "denom", "similarity", "strength", "content", "gate",
