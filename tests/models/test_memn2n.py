@@ -98,13 +98,13 @@ def test_the_time_word_counts_in_j_and_weights_the_time_embedding_by_l_j():
     story = torch.tensor([[[4, 5, 0], [6, 0, 0]] + [[0, 0, 0]] * 4])  # (1, 6, 3): two sentences
     real = story.ne(0).any(-1)  # (1, 6)
     time = model.time_index(real, {})  # (1, 6): [1, 0, ...]
-    memory = model.memories(story, real, time)[id(model.A[0])]  # (1, 6, 2)
+    memory = model.memories(story, real, time)[0][id(model.A[0])]  # (1, 6, 2)
     words = model.A[0].weight.detach()
     first = words[4] * expected[0] + words[5] * expected[1] + model.T_A[0].weight[1].detach() * expected[3]
     torch.testing.assert_close(memory[0, 0], first)
     assert torch.all(memory[0, 2:] == 0)  # on a CPU only the real sentences are encoded: every read masks the rest
     # under vmap every slot is encoded: the real ones alike
-    everywhere = torch.vmap(lambda s, t: model.memories(s, s.ne(0).any(-1), t)[id(model.A[0])])(story, time)
+    everywhere = torch.vmap(lambda s, t: model.memories(s, s.ne(0).any(-1), t)[0][id(model.A[0])])(story, time)
     torch.testing.assert_close(everywhere[0, :2], memory[0, :2], rtol=0, atol=0)
     assert make_model(embed_dim=2, time_word=True, temporal=False).position.shape == (3, 2)  # no time, no word
     assert make_model(embed_dim=2).time_weight is None
@@ -466,3 +466,67 @@ def test_linear_start_is_saved_with_the_weights():
 def test_unknown_empty_memories_names_the_option():
     with pytest.raises(ValueError, match="empty_memories must be one of"):
         make_model(empty_memories="ignore")
+
+
+def reference_forward(model: MemN2N, story: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
+    """The reference code's forward (MemoryL.m, train.m) written out: every memory slot and every one of J positions
+    materialised, each pad and empty slot the nil word (id 0, looked up like any word); the time word as a word of
+    the table [E; T]. Logits (B, A)."""
+    b, s, length = story.shape
+    slots, words = model.memory_size, model.sentence_len  # the reference code's sz, max_words
+    vocab = model.A[0].num_embeddings
+    full = torch.zeros(b, slots, words + 1, dtype=torch.long)  # (B, sz, J): nil everywhere first
+    full[:, :s, :length] = story
+    real = story.ne(0).any(-1)  # (B, S)
+    n = real.sum(-1)  # (B,)
+    for row in range(b):  # the time word of real slot i: vocab + (its recency), slots left-aligned
+        full[row, : n[row], -1] = vocab + torch.arange(int(n[row]) - 1, -1, -1)
+    question = torch.zeros(b, words, dtype=torch.long)
+    question[:, : query.shape[1]] = query
+    position = model.position  # (J, d)
+
+    def table(embed, times):  # (V + sz, d): the reference code's one lookup table of words and time words
+        return torch.cat([embed.weight, times.weight])
+
+    u = (model.B.weight[question] * position[:words]).sum(-2)  # (B, d)
+    for k in range(model.hops):
+        m = (table(model.A[k], model.T_A[k])[full] * position).sum(-2)  # (B, sz, d)
+        c = (table(model.C[k], model.T_C[k])[full] * position).sum(-2)
+        p = torch.softmax(torch.einsum("bd,bsd->bs", u, m), -1)  # (B, sz): every slot, the empty ones too
+        u = u + torch.einsum("bs,bsd->bd", p, c)
+    return u @ model.C[-1].weight[model.output_words].T
+
+
+@pytest.mark.parametrize("packed", [True, False], ids=["cpu", "every-slot"])
+def test_nil_gradient_gives_the_reference_codes_gradients_with_every_slot_and_position_materialised(batch, packed):
+    torch.manual_seed(0)
+    model = make_model(hops=2, time_word=True, random_noise=0, answer_words=[7, 8, 9, 10, 11], nil_gradient=True)
+    story, query = batch["story"][:, :4, :2], batch["query"][:, :1]  # 4 of 6 slots, 2 of 3 words: pads to fill
+    short = {"story": story, "query": query, "answer": batch["answer"]}
+    tables = [*model.A, model.C[-1], *model.T_A, model.T_C[-1]]
+    with torch.no_grad():  # the nil row must read zero for the reference code's values to be ours
+        assert all(float(e.weight[0].abs().sum()) == 0 for e in (*model.A, *model.C))
+    if packed:
+        ours = model(short).pred
+    else:  # a GPU and vmap encode every slot: no packing
+        ours = torch.vmap(lambda s, q: model({"story": s, "query": q}).pred)(story[:, None], query[:, None])[:, 0]
+    theirs = reference_forward(model, story, query)
+    torch.testing.assert_close(ours, theirs)
+    grads = []
+    for logits in (ours, theirs):
+        model.zero_grad()
+        torch.nn.functional.cross_entropy(logits, batch["answer"], reduction="sum").backward()
+        grads.append([t.weight.grad.clone() for t in tables])
+    for mine, reference in zip(*grads):
+        torch.testing.assert_close(mine, reference)
+    assert all(float(g[0].abs().sum()) > 0 for g in grads[0][:3])  # the nil row takes gradient in each table
+    model.after_clipping()
+    assert all(float(e.weight.grad[0].abs().sum()) == 0 for e in (*model.A, *model.C))
+
+
+def test_without_nil_gradient_the_pad_row_takes_none_even_from_a_vocabulary_softmax(batch):
+    model = make_model(hops=1, answer_words=[7, 8, 9, 10, 11], answer_softmax="vocabulary")
+    torch.nn.functional.cross_entropy(model(batch).pred, batch["answer"]).backward()
+    assert float(model.C[0].weight.grad[0].abs().sum()) > 0  # the softmax over every word scores the pad word too
+    model.after_clipping()  # which the task calls after clipping: word id 0 stays a zero vector
+    assert all(float(e.weight.grad[0].abs().sum()) == 0 for e in (*model.A, *model.C))

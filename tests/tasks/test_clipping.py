@@ -67,3 +67,27 @@ def test_the_qa_task_clips_per_weight_only_by_norm():
     torch.testing.assert_close(net.bias.grad, torch.tensor([3.0, 4.0]))  # length 5: untouched
     with pytest.raises(UserError, match="gradient_clip_algorithm=norm"):
         task.configure_gradient_clipping(None, 20.0, "value")
+
+
+def test_the_qa_task_clips_with_the_nil_row_then_lets_the_net_zero_it():
+    # the MemN2N reference code's Weight.m measures the table with its nil column in it, then Memory.m zeroes it
+    from hydra.utils import instantiate
+
+    from attnmem.core.dims import QADims
+    from attnmem.tasks.qa import QATask
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(2, 2)
+
+        def after_clipping(self) -> None:
+            self.embed.weight.grad[0] = 0
+
+    net = Net()
+    net.embed.weight.grad = torch.tensor([[0.0, 40.0], [30.0, 0.0]])  # row 0, the nil word's: spectral norm 40
+    dims = QADims(vocab_size=2, num_answers=2, memory_size=1, sentence_len=1, query_len=1, answer_words=[0, 1],
+                  tasks=[])
+    sgd = instantiate({"_target_": "torch.optim.SGD", "_partial_": True, "lr": 0.1})
+    QATask(net, optimizer=sgd, dims=dims, clip_per_weight=True).configure_gradient_clipping(None, 20.0, "norm")
+    torch.testing.assert_close(net.embed.weight.grad, torch.tensor([[0.0, 0.0], [15.0, 0.0]]))  # 40 -> 20, then 0

@@ -198,9 +198,11 @@ def test_other_models_reproduce_single_runs(model, path, tmp_path, capsys):
 @pytest.mark.parametrize(("option", "path"), [
     ("model.tying=layerwise", "one batched vmap"),  # H is a weight but no lookup table: no fold
     ("model.tying=adjacent", "one batch of all replicas' rows"),  # every weight a table: `fold`
+    ("model.tying=layerwise model.nil_gradient=true", "one batched vmap"),  # each replica's nil row its own
+    ("model.tying=adjacent model.nil_gradient=true", "one batch of all replicas' rows"),
 ])
 def test_memn2n_replicas_fold_where_every_weight_is_a_table_else_vmap(option, path, tmp_path, capsys):
-    quick = [*MEMN2N, option, "trainer.max_epochs=1", "callbacks.plots=null"]
+    quick = [*MEMN2N, *option.split(), "trainer.max_epochs=1", "callbacks.plots=null"]
     steps, metrics = train(tmp_path / "replicas", *quick, "replicas=2")
     assert path in capsys.readouterr().out
     single_steps, single = train(tmp_path / "seed1", *quick, "seed=1")
@@ -250,14 +252,16 @@ def test_memn2n_replicas_of_different_story_lengths_still_take_one_batched_step(
     assert metrics["replicas/1/val/loss"] == pytest.approx(single["val/loss"], rel=1e-5)
 
 
-def test_the_memn2n_recipe_reproduces_single_runs(tmp_path):
+@pytest.mark.parametrize("nil", ["model.nil_gradient=true", "model.nil_gradient=false"])
+def test_the_memn2n_recipe_reproduces_single_runs(nil, tmp_path):
     # the paper recipe: linear start (on every replica), SGD and MultiStepLR, summed loss, the last state, batches
     # drawn with replacement, and each weight matrix clipped by its own spectral norm (at 2 here, so it clips on most
-    # steps; the recipe's is 40); generated task 2, whose stories differ in length, so the batches are padded
+    # steps; the recipe's is 40), with the nil word's gradient in it or not; generated task 2, whose stories differ in
+    # length, so the batches are padded
     recipe = [FAST[0], "experiment=memn2n_babi", "data=babi_gen", "data.tasks=[2]", "data.source.num_train=200",
               "data.source.num_val=50", "data.source.num_test=50", "trainer.max_epochs=3",
               "callbacks.linear_start.epochs=1", "scheduler.milestones=[1]", "callbacks.plots=null",
-              "trainer.gradient_clip_val=2"]
+              "trainer.gradient_clip_val=2", nil]
     steps, metrics = train(tmp_path / "replicas", *recipe, "replicas=2")
     for r in range(2):
         single_steps, single = train(tmp_path / f"seed{r}", *recipe, f"seed={r}")

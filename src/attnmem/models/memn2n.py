@@ -10,57 +10,13 @@ import torch
 from torch import Tensor, nn
 
 from attnmem.attention import attend, softmax
-from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.embedding import lookup
 from attnmem.blocks.output import Output
 from attnmem.blocks.position_encoding import bag_of_words, position_encoding
 from attnmem.blocks.recency import recency
-from attnmem.core.errors import UserError
+from attnmem.models.memn2n_options import check_options
 
 __all__ = ["MemN2N"]
-
-ENCODINGS = ("position", "bow")
-TYINGS = ("adjacent", "layerwise")
-EMPTY_MEMORIES = ("attend", "mask")
-ANSWER_SOFTMAXES = ("answers", "vocabulary")
-
-
-def _check_options(
-    sizes: dict[str, int],
-    *,
-    encoding: str,
-    tying: str,
-    random_noise: float,
-    init_std: float,
-    empty_memories: str,
-    answer_softmax: str,
-    answer_words: Sequence[int] | None,
-    embeddings: Tensor | None = None,
-) -> None:
-    """ValueError naming the first option of `MemN2N` that does not fit (UserError: the vectors' width)."""
-    check_sizes("MemN2N", sizes)
-    if embeddings is not None and embeddings.shape[1] != sizes["embed_dim"]:
-        raise UserError(
-            f"model.embed_dim={sizes['embed_dim']} differs from the width {embeddings.shape[1]} of the "
-            f"vectors of data.source.embeddings: set model.embed_dim={embeddings.shape[1]}"
-        )
-    if tying == "adjacent" and answer_words is not None and len(answer_words) != sizes["num_answers"]:
-        raise ValueError(f"MemN2N: answer_words has {len(answer_words)} ids for num_answers={sizes['num_answers']}")
-    if answer_softmax not in ANSWER_SOFTMAXES:
-        raise ValueError(f"MemN2N: answer_softmax must be one of {ANSWER_SOFTMAXES}, got {answer_softmax!r}")
-    if answer_softmax == "vocabulary" and (tying != "adjacent" or answer_words is None):
-        raise ValueError("MemN2N: answer_softmax='vocabulary' needs W^T = C^K: tying='adjacent' and answer_words")
-    if empty_memories not in EMPTY_MEMORIES:
-        raise ValueError(f"MemN2N: empty_memories must be one of {EMPTY_MEMORIES}, got {empty_memories!r}")
-    if encoding not in ENCODINGS:
-        raise ValueError(f"MemN2N: encoding must be one of {ENCODINGS}, got {encoding!r}")
-    if tying not in TYINGS:
-        raise ValueError(f"MemN2N: tying must be one of {TYINGS}, got {tying!r}")
-    if not 0 <= random_noise < 1:
-        raise ValueError(f"MemN2N: random_noise must be in [0, 1), got {random_noise}")
-    if init_std < 0:
-        raise ValueError(f"MemN2N: init_std must be >= 0, got {init_std}")
-
 
 def _output_words(answers: Sequence[int], vocab_size: int, vocabulary: bool) -> Tensor:
     """The rows of C^K that Wᵀ takes: the answers' words, then (a softmax over the vocabulary) every other word."""
@@ -98,6 +54,11 @@ class MemN2N(nn.Module):
       up to `memory_size`, in the softmax as zero vectors: a "nothing" option whose weight grows with
       the free space; "mask" gives them weight 0. On bAbI 1k "attend" generalised far better
       (task 6, seed 0: 8% validation error vs 24%).
+    - `nil_gradient`: the reference code's nil (pad) word takes gradient like any word: at the pads of every
+      sentence and question up to J's words, and at every position of each empty memory slot ("attend"). Its row
+      stays zero (the task zeroes its gradient in `after_clipping`, as the reference code resets it after each
+      update: Memory.m, train.m), so only per-weight clipping changes: the reference code's Weight.m measures each
+      table's gradient with the nil row in it. False: the pad word takes no gradient (`padding_idx`).
     - Linear start (LS, §4.2): with `linear_start = True` the weights are the raw masked scores
       (no softmax); the `LinearStart` callback toggles it.
 
@@ -132,6 +93,7 @@ class MemN2N(nn.Module):
         answer_words: Sequence[int] | None = None,
         empty_memories: str = "attend",
         embeddings: Tensor | None = None,
+        nil_gradient: bool = False,
     ) -> None:
         super().__init__()
         sizes = {"vocab_size": vocab_size, "num_answers": num_answers, "memory_size": memory_size}
@@ -139,22 +101,23 @@ class MemN2N(nn.Module):
         options = {"encoding": encoding, "tying": tying, "random_noise": random_noise, "init_std": init_std}
         options |= {"empty_memories": empty_memories, "answer_words": answer_words, "embeddings": embeddings,
                     "answer_softmax": answer_softmax}
-        _check_options(sizes, **options)
+        check_options(sizes, **options)
         self.hops, self.memory_size, self.sentence_len = hops, memory_size, sentence_len
         self.temporal, self.random_noise, self.init_std = temporal, random_noise, init_std
         self.empty_memories = empty_memories
+        self.pad = None if nil_gradient else 0  # the lookups' padding_idx: the nil word takes gradient without one
         # a buffer, so a checkpoint saved during linear start is evaluated without softmax too
         self.register_buffer("linear", torch.tensor(False))
         d = embed_dim
         # an embedding list E with A^k = E[k-1], C^k = E[k] (adjacent), or E = [A, C] (layer-wise)
         n = hops + 1 if tying == "adjacent" else 2
-        E = [nn.Embedding(vocab_size, d, padding_idx=0) for _ in range(n)]
+        E = [nn.Embedding(vocab_size, d, padding_idx=self.pad) for _ in range(n)]
         T = [nn.Embedding(memory_size, d) for _ in range(n)] if temporal else []
         a, c = (range(hops), range(1, hops + 1)) if tying == "adjacent" else ([0] * hops, [1] * hops)
         self.A, self.C = nn.ModuleList(E[i] for i in a), nn.ModuleList(E[i] for i in c)
         self.T_A = nn.ModuleList(T[i] for i in a) if temporal else None
         self.T_C = nn.ModuleList(T[i] for i in c) if temporal else None
-        self.B = self.A[0] if tying == "adjacent" else nn.Embedding(vocab_size, d, padding_idx=0)
+        self.B = self.A[0] if tying == "adjacent" else nn.Embedding(vocab_size, d, padding_idx=self.pad)
         self.H = nn.Linear(d, d, bias=False) if tying == "layerwise" else None
         self._build_answer_layer(d, num_answers, vocab_size, answer_words, tying=tying, answer_softmax=answer_softmax)
         self.scores = nn.ModuleList(score(query_dim=d, key_dim=d) for _ in range(hops))
@@ -197,9 +160,17 @@ class MemN2N(nn.Module):
             groups.setdefault(id(embed), [embed.weight] + ([] if table is None else [table.weight]))
         return list(groups.values())
 
-    def encode(self, embed: nn.Embedding, words: Tensor) -> Tensor:
-        """Embed `words (..., L)` and sum over positions weighted by l_j: (..., d)."""
-        return bag_of_words(embed.weight, words, self.position, owner="MemN2N")  # (..., d)
+    def encode(self, embed: nn.Embedding, words: Tensor, nil: Tensor | None = None) -> Tensor:
+        """Embed `words (..., L)` and sum over positions weighted by l_j: (..., d); with `nil (B,)` (`nil_gradient`)
+        the nil words that pad the question to J's words too."""
+        encoded = bag_of_words(embed.weight, words, self.position, owner="MemN2N", padding_idx=self.pad)  # (..., d)
+        return encoded + self.nil_words(embed.weight, words.shape[-1], self.sentence_len, self.position, nil)
+
+    @staticmethod
+    def nil_words(weight: Tensor, first: int, last: int, encoding: Tensor, nil: Tensor | None) -> Tensor | float:
+        """Σ_j l_j ∘ E x_j over positions `first` .. `last`-1 of `encoding (J, d)` that all hold the nil word, row
+        `nil (B,)` of `weight (V, d)`: (B, d), zero in value (the row is zero), the nil row's gradient; 0 without."""
+        return 0.0 if nil is None else encoding[first:last].sum(0) * weight[nil]  # (B, d)
 
     def draws(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
         """The uniform numbers RN draws for `batch` while training (none otherwise), as batch keys."""
@@ -221,13 +192,15 @@ class MemN2N(nn.Module):
     def fold(self, batches: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
         """R replicas' batches as one batch of all their rows, for one forward over their tables stacked replica by
         replica ((R·V, d) each): a word id moves to replica r's rows, the pad word to row 0 (zero in every
-        replica), `replica (R·B,)` names each row's."""
+        replica; with `nil_gradient` to replica r's row 0, which takes gradient), `replica (R·B,)` names each
+        row's."""
         folded = {k: torch.cat([b[k] for b in batches]) for k, v in batches[0].items() if isinstance(v, Tensor)}
         replica = torch.arange(len(batches), device=batches[0]["story"].device)  # (R,)
         for key in ("story", "query"):
             words = torch.stack([b[key] for b in batches])  # (R, B, ...)
             shift = self.A[0].num_embeddings * replica.view(-1, *[1] * (words.dim() - 1))  # (R, 1, ...)
-            folded[key] = torch.where(words > 0, words + shift, 0).flatten(0, 1)  # (R·B, ...)
+            moved = words + shift if self.pad is None else torch.where(words > 0, words + shift, 0)  # (R, B, ...)
+            folded[key] = moved.flatten(0, 1)  # (R·B, ...)
         folded["replica"] = replica.repeat_interleave(batches[0]["story"].shape[0])  # (R·B,)
         return folded
 
@@ -247,11 +220,12 @@ class MemN2N(nn.Module):
         return picks.sort(-1, descending=True).values.clamp(0, self.memory_size - 1)
 
     def address(self, score: nn.Module, u: Tensor, m: Tensor, c: Tensor, empty: Tensor, empty_log: Tensor | None,
-                linear: bool) -> tuple[Tensor, Tensor]:
+                linear: bool, nil: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
         """Read `o (B, 1, d)` from memories `m`, `c (B, S, d)` for `u (B, 1, d)` with `score`; weights (B, 1, S).
 
         `empty (B, 1, S)` is True on an empty slot, `empty_log (B, 1, 1)` the log of their count in the whole memory
-        ("attend"), `linear` linear start's flag.
+        ("attend"), `linear` linear start's flag; `nil` an empty slot's input and output memories (B, 1, d) each,
+        all nil words (`nil_gradient`; zero in value), else they are zero vectors.
         """
         if linear:  # LS: `attend` always softmaxes, so the linear weights are computed here
             weights = score(u, m).masked_fill(empty, 0.0)  # (B, 1, S)
@@ -261,11 +235,19 @@ class MemN2N(nn.Module):
         # the memory's empty slots (up to memory_size) hold zero vectors that still take part in the
         # softmax, as in the reference code: together one "nothing" entry weighted by their count
         nothing = empty_log  # (B, 1, 1); a score linear in the key gives the zero vectors 0
-        if not getattr(score, "linear_in_key", False):
-            nothing = score(u, torch.zeros_like(m[:, :1])) + empty_log
+        if nil is not None or not getattr(score, "linear_in_key", False):
+            nothing = score(u, torch.zeros_like(m[:, :1]) if nil is None else nil[0]) + empty_log
         scores = torch.cat([score(u, m).masked_fill(empty, -math.inf), nothing], dim=-1)  # (B, 1, S + 1)
-        weights = softmax(scores)[..., :-1]  # (B, 1, S); empty slots read zeros
-        return torch.bmm(weights, c), weights
+        weights = softmax(scores)  # (B, 1, S + 1); empty slots read zeros
+        o = torch.bmm(weights[..., :-1], c)  # (B, 1, d)
+        return (o if nil is None else o + weights[..., -1:] * nil[1]), weights[..., :-1]
+
+    def after_clipping(self) -> None:
+        """Zero the pad word's gradient in every table once clipping has measured it, so that word id 0 stays a zero
+        vector (the reference code resets its nil word after each update: Memory.m, train.m)."""
+        for embed in {id(e): e for e in (*self.A, *self.C, self.B)}.values():
+            if embed.weight.grad is not None:
+                embed.weight.grad[0] = 0
 
     @property
     def linear_start(self) -> bool:
@@ -276,8 +258,11 @@ class MemN2N(nn.Module):
     def linear_start(self, value: bool) -> None:
         self.linear.fill_(value)
 
-    def memories(self, story: Tensor, slot_mask: Tensor, time: Tensor | None) -> dict[int, Tensor]:
-        """Each distinct embedding's memory of `story (B, S, L)`, Σ_j l_j ∘ E x_ij + T(i): (B, S, d), keyed by id(E).
+    def memories(self, story: Tensor, slot_mask: Tensor, time: Tensor | None,
+                 nil: Tensor | None = None) -> tuple[dict[int, Tensor], dict[int, Tensor]]:
+        """Each distinct embedding's memory of `story (B, S, L)`, Σ_j l_j ∘ E x_ij + T(i): (B, S, d), keyed by id(E);
+        with `nil (B,)` (`nil_gradient`) the sentences' nil words up to J's words too, and an empty slot's memory
+        (B, 1, d), all nil words, keyed the same (else none).
 
         The K distinct embeddings (tied ones once: C^k = A^{k+1} adjacent, one A and one C layer-wise) are looked
         up side by side as one table [E_1 … E_K] (V, K·d), their T tables (tied the same way) as one. Every read
@@ -293,26 +278,35 @@ class MemN2N(nn.Module):
         real = slot_mask.nonzero(as_tuple=True) if packed else None  # (N,), (N,): the real sentences' rows, slots
         sentences = story[real] if packed else story  # (N, L) packed, else (B, S, L)
         weight = torch.cat([e.weight for e in embeds], dim=-1)  # (V, K·d)
-        encoded = bag_of_words(weight, sentences, self.position.repeat(1, k), owner="MemN2N")  # (N or B, S, K·d)
+        position = self.position.repeat(1, k)  # (J, K·d)
+        encoded = bag_of_words(weight, sentences, position, owner="MemN2N", padding_idx=self.pad)  # (N or B, S, K·d)
         if time is not None:
             timed = lookup(torch.cat([t.weight for t in tables], dim=-1), time[real] if packed else time)
             encoded = encoded + (timed if self.time_weight is None else timed * self.time_weight.repeat(k))
         if packed:
             encoded = encoded.new_zeros(*story.shape[:2], k * d).index_put(real, encoded)  # (B, S, K·d)
-        return dict(zip(distinct, encoded.split(d, dim=-1)))  # (B, S, d) each
+        if nil is None:
+            return dict(zip(distinct, encoded.split(d, dim=-1))), {}  # (B, S, d) each
+        encoded = encoded + self.nil_words(weight, story.shape[-1], self.sentence_len, position, nil).unsqueeze(1)
+        nothing = self.nil_words(weight, 0, len(position), position, nil).unsqueeze(1)  # (B, 1, K·d)
+        return dict(zip(distinct, encoded.split(d, dim=-1))), dict(zip(distinct, nothing.split(d, dim=-1)))
 
     def forward(self, batch: dict[str, Tensor]) -> Output:
         story, query = batch["story"], batch["query"]  # (B, S, L), (B, Lq)
         if story.shape[1] > self.memory_size:
             raise ValueError(f"MemN2N: a story of {story.shape[1]} sentences exceeds memory_size={self.memory_size}")
-        slot_mask = story.ne(0).any(-1)  # (B, S) True for a real sentence
+        rows = batch.get("replica")  # (B,) each row's replica, when replicas run folded into one batch (`fold`)
+        nil = None  # each row's nil word (`nil_gradient`): row 0 of its replica's tables
+        if self.pad is None:
+            replica = rows if rows is not None else torch.zeros_like(query[:, 0], dtype=torch.long)  # (B,)
+            nil = replica * self.A[0].num_embeddings  # (B,)
+        slot_mask = story.ne(0 if nil is None else nil.view(-1, 1, 1)).any(-1)  # (B, S) True for a real sentence
         drawn = {k: batch[k] for k in ("rn_blank", "rn_keys") if k in batch} or self.draws(batch)  # replicas draw first
         time = self.time_index(slot_mask, drawn) if self.temporal else None
-        rows = batch.get("replica")  # (B,) each row's replica, when replicas run folded into one batch (`fold`)
         if time is not None and rows is not None:
             time = time + self.memory_size * rows.unsqueeze(-1)  # (B, S) in replica r's rows of the time tables
-        u = self.encode(self.B, query).unsqueeze(1)  # (B, 1, d)
-        memories = self.memories(story, slot_mask, time)  # (B, S, d) each
+        u = self.encode(self.B, query, nil).unsqueeze(1)  # (B, 1, d)
+        memories, nothing = self.memories(story, slot_mask, time, nil)  # (B, S, d) each; (B, 1, d) each
         mask, linear = slot_mask.unsqueeze(1), self.linear_start  # (B, 1, S)
         empty, empty_log = ~mask, None  # the log of the empty slots' count (0 = -inf); "mask" leaves them out
         if self.empty_memories == "attend":
@@ -320,7 +314,8 @@ class MemN2N(nn.Module):
         attention = []
         for score, embed_a, embed_c in zip(self.scores, self.A, self.C):  # hop k: A^k, C^k
             m, c = memories[id(embed_a)], memories[id(embed_c)]  # (B, S, d) each
-            o, weights = self.address(score, u, m, c, empty, empty_log, linear)
+            empty_slot = (nothing[id(embed_a)], nothing[id(embed_c)]) if nothing else None
+            o, weights = self.address(score, u, m, c, empty, empty_log, linear, empty_slot)
             u = (u if self.H is None else self.H(u)) + o  # (B, 1, d)
             attention.append(weights.squeeze(1))  # (B, S)
         if self.W is None:

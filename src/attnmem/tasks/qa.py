@@ -60,13 +60,15 @@ class QATask(L.LightningModule):
 
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
                                     gradient_clip_algorithm: str | None = None) -> None:
-        """Lightning's clipping; with `clip_per_weight`, each weight matrix by its own spectral norm."""
+        """Lightning's clipping; with `clip_per_weight`, each weight matrix by its own spectral norm. Then the net's
+        `after_clipping()`, where it has one (MemN2N: the pad word's gradient, which the clipping measured, zeroed)."""
         if not (self.clip_per_weight and gradient_clip_val):
             self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
         elif gradient_clip_algorithm == "value":
             raise UserError("task.clip_per_weight=true clips by norm: set trainer.gradient_clip_algorithm=norm")
         else:
             clip_per_weight(weight_matrices(self.net), gradient_clip_val)
+        getattr(self.net, "after_clipping", lambda: None)()
 
     def shared_step(self, batch: dict[str, Tensor], split: str, test_set: int = 0) -> Tensor:
         """The batch's loss; its per-task sums added in one index_add (one test set: `test_set` is 0)."""

@@ -67,7 +67,7 @@ class Batched:
         self.params: dict[int, dict[str, nn.Parameter]] = {}
         self.buffer_names: dict[int, list[str]] = {}  # names only: a buffer is a new tensor when a module moves
         self.embeddings: dict[int, list[nn.Embedding]] = {}
-        self.folded = False  # whether the last forward was folded (`fold`), which leaves pad rows without gradient
+        self.folded = False  # whether the last forward was folded (`fold`), whose pad rows need no zeroing here
 
     def __call__(self, nets: Sequence[nn.Module], batches: Sequence[dict[str, Tensor]]) -> list[Output]:
         """Each net's `Output` on its batch."""
@@ -101,8 +101,9 @@ class Batched:
 
     def pad_gradients(self, nets: Sequence[nn.Module]) -> None:
         """Zero the gradient of every embedding's `padding_idx` row, as `nn.Embedding` promises: torch's vmap
-        rule for embeddings ignores `padding_idx` in every replica but the first. A folded forward reads no other
-        replica's pad row and every pad word from row 0, which `padding_idx` skips: nothing to zero."""
+        rule for embeddings ignores `padding_idx` in every replica but the first. A folded forward reads every pad
+        word from row 0, which `padding_idx` skips (MemN2N's `nil_gradient`: from each replica's own row 0, whose
+        gradient the net's `after_clipping` zeroes): nothing to zero."""
         if self.folded:
             return
         for net in nets:

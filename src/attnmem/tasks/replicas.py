@@ -223,18 +223,18 @@ class Replicas(L.LightningModule):
 
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
                                     gradient_clip_algorithm: str | None = None) -> None:
-        """Clip each replica's gradients by its own norm (or values, or per weight matrix), as its single run would."""
-        if not gradient_clip_val:
-            return
+        """Clip each replica's gradients by its own norm (or values, or per weight matrix), as its single run would;
+        then its net's `after_clipping()`, where it has one."""
         for member in self.members:
-            if getattr(member, "clip_per_weight", False):  # the family module's own rule, on its own gradients
+            if gradient_clip_val and getattr(member, "clip_per_weight", False):  # the family module's own rule
                 member.configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
                 continue
             params = [p for p in member.parameters() if p.grad is not None]
-            if gradient_clip_algorithm == "value":
+            if gradient_clip_val and gradient_clip_algorithm == "value":
                 nn.utils.clip_grad_value_(params, gradient_clip_val)
-            else:
+            elif gradient_clip_val:
                 nn.utils.clip_grad_norm_(params, gradient_clip_val)
+            getattr(member.net, "after_clipping", lambda: None)()
 
     def configure_optimizers(self) -> Any:
         """One optimizer over every replica's parameters (elementwise: R separate ones), and its scheduler."""
