@@ -200,6 +200,9 @@ def test_other_models_reproduce_single_runs(model, path, tmp_path, capsys):
     ("model.tying=adjacent", "one batch of all replicas' rows"),  # every weight a table: `fold`
     ("model.tying=layerwise model.nil_gradient=true", "one batched vmap"),  # each replica's nil row its own
     ("model.tying=adjacent model.nil_gradient=true", "one batch of all replicas' rows"),
+    # Wᵀ = C^K over every word and time word: each replica's logits from its own C^K and T_C
+    ("model.answer_softmax=vocabulary model.time_word=true model.nil_gradient=true", "one batch of all replicas' rows"),
+    ("model.answer_softmax=vocabulary model.time_word=true", "one batch of all replicas' rows"),
 ])
 def test_memn2n_replicas_fold_where_every_weight_is_a_table_else_vmap(option, path, tmp_path, capsys):
     quick = [*MEMN2N, *option.split(), "trainer.max_epochs=1", "callbacks.plots=null"]

@@ -185,9 +185,9 @@ class MemN2N(nn.Module):
     @property
     def folds(self) -> bool:
         """Whether replicas of this model can run folded into one batch (`fold`): every weight a lookup table (no
-        H, no W, no score with weights, no vocabulary softmax); else they take `vmap`."""
+        H, no W, no score with weights); else they take `vmap`."""
         has_weights = any(True for score in self.scores for _ in score.parameters())
-        return self.H is None and self.W is None and not self.vocabulary_softmax and not has_weights
+        return self.H is None and self.W is None and not has_weights
 
     def fold(self, batches: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
         """R replicas' batches as one batch of all their rows, for one forward over their tables stacked replica by
@@ -327,6 +327,9 @@ class MemN2N(nn.Module):
         words. Folded replicas (`rows`, `fold`): each replica's rows by its own C^K."""
         if rows is not None:
             table = self.C[-1].weight.unflatten(0, (-1, self.C[-1].num_embeddings))[:, self.output_words]  # (R, A, d)
+            if self.vocabulary_softmax and self.time_weight is not None:  # each replica's time words after its words
+                times = self.T_C[-1].weight.unflatten(0, (table.shape[0], -1))  # (R, S, d)
+                table = torch.cat([table, times], dim=1)  # (R, V + S, d)
             return torch.bmm(u.unflatten(0, (table.shape[0], -1)), table.transpose(1, 2)).flatten(0, 1)  # (B, A)
         pred = u @ self.C[-1].weight[self.output_words].T  # (B, A); "vocabulary": (B, V)
         if self.vocabulary_softmax and self.time_weight is not None:  # the time words are words too
