@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 from test_configs import _data_overrides
 from test_run_dir_integrity import _digest, _guard_refuses, _hydra_cfg
 
-from attnmem.callbacks import plots
+from attnmem.callbacks import csv_logger, plots
 from attnmem.callbacks.early_stopping import EarlyStopping
 from attnmem.core.errors import UserError
 from attnmem.runtime import checkpoint, load, resume, run, run_lock
@@ -62,27 +62,64 @@ def test_a_run_killed_after_its_last_epoch_resumes_to_the_same_metrics(compose_c
 
 @pytest.mark.parametrize("replicas", [1, 2])
 @pytest.mark.parametrize("saved_at", ["epoch_end", "validation_end"])
-def test_a_run_killed_before_its_last_epochs_train_metrics_were_logged_reports_them(compose_cfg, tmp_path, replicas,
-                                                                                    saved_at):
+def test_a_run_killed_before_an_epochs_train_row_was_logged_resumes_with_that_row(compose_cfg, tmp_path, replicas,
+                                                                                   saved_at):
     # last.ckpt is written before the CSV log has the epoch's train/ row: at the training epoch's end after the
-    # module's hook, or (validating twice an epoch) at validation's end before it. A kill after the last epoch's
-    # checkpoint leaves it and a CSV log without that row; the run resumes with nothing left to train
-    out, overrides = tmp_path / "run", [*TINY, "trainer.max_epochs=2", f"replicas={replicas}"]
+    # module's hook, or (validating twice an epoch) at validation's end before it. A kill in between leaves that
+    # checkpoint and a log without the row; the resumed run goes on past that epoch (to a third one here) or, after
+    # the last epoch, has nothing left to train: either way it reports the epoch and its log has the row
+    overrides = [*TINY, f"replicas={replicas}"]
     overrides += ["+trainer.val_check_interval=0.5"] if saved_at == "validation_end" else []
-    run.train(compose_cfg(*overrides, run_dir=out))
+    unbroken = tmp_path / "unbroken"
+    run.train(compose_cfg(*overrides, "trainer.max_epochs=3", run_dir=unbroken))
+    out = tmp_path / "run"
+    run.train(compose_cfg(*overrides, "trainer.max_epochs=2", run_dir=out))
     finished = json.loads((out / "metrics.json").read_text())
     (out / "metrics.json").unlink()
     log = out / "csv" / "metrics.csv"
-    rows = log.read_text().splitlines()
+    whole = log.read_text()
+    rows = whole.splitlines()
     header = rows[0].split(",")
     trained = [i for i, row in enumerate(rows[1:], 1) if row.split(",")[header.index("train/loss")]]
     key = "train/loss" if replicas == 1 else "replicas/0/train/loss"  # the last epoch's, as its CSV row has it
     assert finished[key] == pytest.approx(float(rows[trained[-1]].split(",")[header.index(key)]), rel=1e-6)
     log.write_text("\n".join(rows[: trained[-1]] + rows[trained[-1] + 1:]) + "\n")
-    run.train(compose_cfg(*overrides, "resume=auto", run_dir=out))
+    longer = Path(shutil.copytree(out, tmp_path / "longer"))
+
+    run.train(compose_cfg(*overrides, "trainer.max_epochs=2", "resume=auto", run_dir=out))
     resumed = json.loads((out / "metrics.json").read_text())
     assert {k: v for k, v in resumed.items() if k.startswith(("train/", "replicas/"))} == {
         k: v for k, v in finished.items() if k.startswith(("train/", "replicas/"))}
+    assert log.read_text() == whole
+    run.train(compose_cfg(*overrides, "trainer.max_epochs=3", "resume=auto", run_dir=longer))
+    got, want = ((d / "csv" / "metrics.csv").read_text().splitlines() for d in (longer, unbroken))
+    if saved_at == "epoch_end":
+        assert got == want
+    else:  # resumed at a validation's end, the later epochs do not retrace the unbroken run (docs/architecture.md)
+        assert got[: trained[-1] + 1] == want[: trained[-1] + 1]
+
+        def filled(lines: list[str]) -> list[list[bool | str]]:
+            return [[cells[0], cells[2], *map(bool, cells)] for cells in (line.split(",") for line in lines)]
+
+        assert filled(got) == filled(want)  # every row, with its epoch, step and columns
+
+
+def test_a_checkpoint_records_the_csv_logs_rows_and_one_without_that_record_keeps_those_before_its_step(compose_cfg,
+                                                                                                       tmp_path):
+    unbroken = tmp_path / "unbroken"
+    run.train(compose_cfg(*TINY, "trainer.max_epochs=3", run_dir=unbroken))
+    out = _unfinished(compose_cfg, tmp_path)
+    last = out / "checkpoints" / "last.ckpt"
+    state = checkpoint.load(last)
+    record = state.pop(csv_logger.LOG_KEY)
+    # written at epoch 1's end: the learning rate (steps 0, 2), validation (steps 1, 3) and epoch 0's training rows
+    # before it, and epoch 1's training row, at the epoch's last step, to come
+    assert record["rows"] == 5
+    assert record["row"]["epoch"] == 1 and record["row"]["step"] == 3
+    assert sorted(record["row"]) == ["epoch", "step", "train/acc", "train/error", "train/loss"]
+    torch.save(state, last)  # as a checkpoint written before the record: its rows before step 4 are kept
+    run.train(compose_cfg(*TINY, "trainer.max_epochs=3", "resume=auto", run_dir=out))
+    assert (out / "csv" / "metrics.csv").read_text() == (unbroken / "csv" / "metrics.csv").read_text()
 
 
 def test_a_moved_run_resumes_with_one_last_ckpt_and_metrics_name_the_checkpoint_load_run_uses(compose_cfg, tmp_path):

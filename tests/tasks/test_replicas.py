@@ -43,8 +43,8 @@ def train(out: Path, *overrides: str, patches: dict | None = None) -> tuple[list
 
     recorder, setup = StepLosses(), run.setup
 
-    def recording_setup(cfg, resume_step=None):
-        datamodule, module, trainer = setup(cfg, resume_step)
+    def recording_setup(cfg, resume_at=None):
+        datamodule, module, trainer = setup(cfg, resume_at)
         trainer.callbacks.append(recorder)
         return datamodule, module, trainer
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from lightning.pytorch.callbacks import ModelCheckpoint
 
+from attnmem.callbacks import csv_logger
 from attnmem.core.atomic import replacing
 
 
@@ -47,6 +48,10 @@ class AtomicModelCheckpoint(ModelCheckpoint):
             state[key] = moved(state_dict.get(key) or "")
         state["best_k_models"] = {moved(k): v for k, v in (state_dict.get("best_k_models") or {}).items()}
         return super().load_state_dict(state)
+
+    def on_save_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict[str, Any]) -> None:
+        """Record where the CSV log stood (`csv_logger.record`), for a run resumed from this checkpoint."""
+        csv_logger.record(trainer, checkpoint)
 
     def _save_checkpoint(self, trainer: Any, filepath: str) -> None:
         with replacing(Path(filepath)) as tmp:  # rank 0 writes; the others' temp names stay unwritten

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_class
@@ -110,18 +110,27 @@ def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix.removesuffix("."): tree}
 
 
-def step(ckpt_path: str | Path) -> int:
-    """The optimizer step a checkpoint resumes at (what the loggers' `step` counts)."""
+class Point(NamedTuple):
+    """Where a checkpoint resumes: the optimizer step (what the loggers' `step` counts), and its record of the CSV
+    log (`callbacks.csv_logger.record`; None in a checkpoint without one)."""
+
+    step: int
+    csv_log: dict[str, Any] | None
+
+
+def point(ckpt_path: str | Path) -> Point:
+    """Where the checkpoint at `ckpt_path` resumes."""
+    from attnmem.callbacks.csv_logger import LOG_KEY
     from attnmem.runtime import checkpoint  # torch: Hydra's run_dir_guard imports this module before any run
 
     state = checkpoint.load(ckpt_path)
     loops = state.get("loops", {}).get("fit_loop", {}).get("epoch_loop.state_dict", {})
-    return int(loops.get("_batches_that_stepped", state.get("global_step", 0)))
+    return Point(int(loops.get("_batches_that_stepped", state.get("global_step", 0))), state.get(LOG_KEY))
 
 
-def logger_options(logger_cfg: DictConfig, resume_step: int | None) -> dict[str, Any]:
-    """What a logger needs to continue the history of a run resumed at `resume_step` (nothing for a new run)."""
-    if resume_step is None or "_target_" not in logger_cfg:
+def logger_options(logger_cfg: DictConfig, resume_at: Point | None) -> dict[str, Any]:
+    """What a logger needs to continue the history of a run resumed at `resume_at` (nothing for a new run)."""
+    if resume_at is None or "_target_" not in logger_cfg:
         return {}
     from lightning.pytorch.loggers import TensorBoardLogger  # Lightning: only once a run builds its loggers
 
@@ -129,9 +138,9 @@ def logger_options(logger_cfg: DictConfig, resume_step: int | None) -> dict[str,
 
     cls = get_class(logger_cfg._target_)
     if issubclass(cls, CSVLogger):
-        return {"keep_before": resume_step}
+        return {"keep_before": resume_at.step, "resume_log": resume_at.csv_log}
     # TensorBoard hides the events at and after this step in the earlier files: they are logged again
-    return {"purge_step": resume_step} if issubclass(cls, TensorBoardLogger) else {}
+    return {"purge_step": resume_at.step} if issubclass(cls, TensorBoardLogger) else {}
 
 
 def command(run_dir: Path) -> str:

@@ -62,10 +62,10 @@ warnings.filterwarnings("ignore", message=".*Using `DistributedSampler` with the
 
 
 def setup(
-    cfg: DictConfig, resume_step: int | None = None
+    cfg: DictConfig, resume_at: resume.Point | None = None
 ) -> tuple[L.LightningDataModule, L.LightningModule, L.Trainer]:
     """Seed, then build the datamodule (set up), the family module around the model, and the trainer (its
-    loggers keeping the history before `resume_step` of a resumed run)."""
+    loggers keeping the history before `resume_at` of a resumed run)."""
     option_types.check_top_level(cfg, "seed", "threads")
     process.configure(cfg.threads)
     L.seed_everything(cfg.seed, workers=True)
@@ -91,7 +91,7 @@ def setup(
 
     datamodule, module = replicas.build(cfg, count, datamodule, family_module)
     wandb_run.choose_mode(cfg)
-    loggers = [instantiate(c, **resume.logger_options(c, resume_step)) for c in (cfg.get("logger") or {}).values() if c]
+    loggers = [instantiate(c, **resume.logger_options(c, resume_at)) for c in (cfg.get("logger") or {}).values() if c]
     callbacks = replicas.callbacks(count, [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c])
     if not cfg.trainer.get("enable_progress_bar", True):
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
@@ -115,10 +115,11 @@ def train(cfg: DictConfig) -> float | None:
         checkpoint.allow_checkpoint_globals()
         wandb_run.continue_run(cfg, ckpt_path)
         console.print_config_tree(cfg)
-        step = resume.step(ckpt_path) if ckpt_path else None
-        datamodule, module, trainer = setup(cfg, resume_step=step)
+        resume_at = resume.point(ckpt_path) if ckpt_path else None
+        datamodule, module, trainer = setup(cfg, resume_at=resume_at)
         if trainer.is_global_zero and resuming and (out_dir / "manifest.json").is_file():
-            manifest.add_resume(out_dir, str(Path(ckpt_path).resolve().relative_to(out_dir.resolve())), step, changed)
+            saved = str(Path(ckpt_path).resolve().relative_to(out_dir.resolve()))
+            manifest.add_resume(out_dir, saved, resume_at.step, changed)
         elif trainer.is_global_zero:
             manifest.write(out_dir, cfg, datamodule, started_with)
         for logger in trainer.loggers:
