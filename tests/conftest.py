@@ -17,6 +17,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
+# Real data files reach only the tests that opt in through this (ATTNMEM_DATA_DIR, which .ci/run sets when it has
+# them); every other test, and every process a test starts, sees an empty data folder of the test session's.
+REAL_DATA = Path(os.environ["ATTNMEM_DATA_DIR"]) if os.environ.get("ATTNMEM_DATA_DIR") else None
 
 torch.set_num_threads(1)
 
@@ -32,15 +35,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _cache_in_a_temp_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """attnmem's cache ($ATTNMEM_CACHE) in a folder of this test session, never the user's ~/.cache."""
-    previous = os.environ.get("ATTNMEM_CACHE")
+def _cache_and_data_in_temp_folders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """attnmem's cache ($ATTNMEM_CACHE) and data folder ($ATTNMEM_DATA_DIR) in folders of this test session, never
+    the user's ~/.cache or data: no test reads real data or downloads into it by accident."""
+    previous = {name: os.environ.get(name) for name in ("ATTNMEM_CACHE", "ATTNMEM_DATA_DIR")}
     os.environ["ATTNMEM_CACHE"] = str(tmp_path_factory.mktemp("attnmem_cache"))
+    os.environ["ATTNMEM_DATA_DIR"] = str(tmp_path_factory.mktemp("attnmem_data"))
     yield
-    if previous is None:
-        os.environ.pop("ATTNMEM_CACHE", None)
-    else:
-        os.environ["ATTNMEM_CACHE"] = previous
+    for name, value in previous.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 # tiny, fast settings for tests that train: no progress bar, no early stop, csv logger only

@@ -15,7 +15,7 @@ from conftest import CONF
 from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf
 
-from attnmem.data.qa.babi_generator import generate_babi
+from attnmem.data.babi_simulator import generate_babi
 from attnmem.data.span.span_generator import SpanGenerator
 from attnmem.runtime import run
 
@@ -50,8 +50,10 @@ def _data_overrides(data: str, tmp_path: Path) -> list[str]:
         path.write_text(json.dumps({"version": "1.1", "data": [{"title": str(k), "paragraphs": qas[k::4]}
                                                                for k in range(4)]}))
         return [f"data.source.train_path={path}", "data.source.val_fraction=0.25", "data.batch_size=16"]
-    if data in ("text_corpus", "babi_corpus", "squad_corpus"):  # the same files, read as text
+    if data in ("text_corpus", "babi_corpus", "squad_corpus", "babi_gen_corpus"):  # the same files, read as text
         small = ["data.min_count=1", "data.batch_size=8", "data.val_windows=16"]
+        if data == "babi_gen_corpus":  # generated: nothing to write
+            return ["data.source.num_stories=4", "data.source.val_fraction=0.3", *small]
         if data == "squad_corpus":
             path = Path(_data_overrides("squad", tmp_path)[0].split("=", 1)[1])
             return [f"data.source.path={path}", "data.source.val_fraction=0.25", *small]

@@ -34,7 +34,7 @@ def test_cli_unknown_key_says_how_to_add_one(tmp_path):
 @pytest.mark.slow  # a subprocess: ~5 s of imports alone, 20 s on a loaded machine
 def test_cli_missing_data_dir_says_how_to_get_the_files(tmp_path):
     line = cli_error(tmp_path, "data=babi", f"data.source.data_dir={tmp_path / 'nowhere'}")
-    one_line(line, str(tmp_path / "nowhere"), "data.source.download=true")
+    one_line(line, f"data.source.data_dir={tmp_path / 'nowhere'}: no bAbI files", "`attnmem-data fetch babi`")
 
 
 @pytest.mark.slow  # a subprocess: ~5 s of imports alone, 20 s on a loaded machine
@@ -82,7 +82,8 @@ def test_data_dir_missing_or_empty(compose_cfg, tmp_path, kind):
         folder.mkdir()
     with pytest.raises(UserError) as err:
         run.train(compose_cfg("data=babi", f"data.source.data_dir={folder}", *FAST))
-    one_line(str(err.value), f"no bAbI files (qaN_*_train.txt) in {folder}", "data.source.download=true")
+    one_line(str(err.value), f"data.source.data_dir={folder}: no bAbI files (qaN_*_train.txt)",
+             f"data.source.download=true fetches babi into {tmp_path}")
 
 
 def test_malformed_babi_line_names_file_and_line(compose_cfg, tmp_path):

@@ -262,3 +262,10 @@ def test_a_replicas_job_counts_as_its_seeds_and_shows_the_chosen_one(tmp_path):
         ("2", 0.5, "seed=1", 2, 2),
     ]
     assert table.rows[1].mean == pytest.approx(0.35) and table.finished == 2
+
+
+def test_a_command_line_names_no_path_of_this_machine():
+    assert scoreboard.portable("data.source.data_dir=/srv/x/data/babi/en-10k") == "data.source.data_dir=<data>/babi/en-10k"
+    assert scoreboard.portable("data.source.embeddings=/srv/vec.txt") == "data.source.embeddings=<vec.txt>"
+    assert scoreboard.portable("data.source.data_dir=data/babi/en") == "data.source.data_dir=data/babi/en"
+    assert scoreboard.portable("seed=1") == "seed=1"

@@ -2,16 +2,20 @@
 
 import io
 import re
+import socket
 import tarfile
-import urllib.error
+from dataclasses import replace
 from pathlib import Path
 
 import lightning as L
 import pytest
 import torch
+from conftest import REAL_DATA, one_line
+from http_server import serving
 
 from attnmem.core.dims import QADims
 from attnmem.core.errors import UserError
+from attnmem.data.catalog import DATASETS
 from attnmem.data.qa import babi_download, babi_files
 from attnmem.data.qa.babi_files import BabiFiles, find_task_files, split_stories
 from attnmem.data.qa.babi_text import parse_babi
@@ -20,7 +24,7 @@ from attnmem.data.qa.tensors import UNK, Example, build_answers, build_vocab, ve
 
 torch.set_num_threads(1)
 
-REAL = Path(__file__).parents[2].parent / "shared/data/babi"
+REAL = (REAL_DATA or Path("/nonexistent")) / "babi"
 QA1 = (
     "1 Mary moved to the bathroom.\n"
     "2 John went to the hallway.\n"
@@ -312,28 +316,44 @@ def test_extract_refuses_path_traversal_and_wrong_hashes(tmp_path):
 def test_download_extracts_english_folders_and_prints_licence(tmp_path, monkeypatch, capsys):
     members = {"tasks_1-20_v1-2/en/qa1_fresh_train.txt": QA1.encode(), "tasks_1-20_v1-2/hn/qa1_h_train.txt": b"x",
                "tasks_1-20_v1-2/en-10k/qa1_fresh_train.txt": QA1.encode()}
-    monkeypatch.setattr(babi_download, "_download", lambda url, dest: fake_archive(dest, members))
-    dm = babi_module(str(tmp_path / "babi" / "en"), download=True, cache=False)
-    dm.prepare_data()
-    assert "CC BY 3.0" in capsys.readouterr().out
+    archive = fake_archive(tmp_path / "served.tar.gz", members).read_bytes()
+    with serving(archive, name="tasks_1-20_v1-2.tar.gz") as (url, seen):
+        remote = replace(DATASETS["babi"].remotes[0], url=url)
+        monkeypatch.setitem(DATASETS, "babi", replace(DATASETS["babi"], remotes=(remote,)))
+        dm = babi_module(str(tmp_path / "babi" / "en"), download=True, cache=False)
+        dm.prepare_data()
+    assert "CC BY 3.0" in capsys.readouterr().out and seen == [None]
     assert sorted(p.relative_to(tmp_path).as_posix() for p in (tmp_path / "babi").rglob("*.txt")) == [
         "babi/en-10k/qa1_fresh_train.txt", "babi/en/qa1_fresh_train.txt"]
-    assert not list((tmp_path / "babi").glob("*.tar.gz"))
+    assert sorted(p.name for p in (tmp_path / "babi").iterdir()) == ["en", "en-10k"]  # no archive, no .part
     dm.setup()
     assert dm.dims.tasks == [1]
 
 
-def test_offline_download_says_where_to_put_the_files(tmp_path, monkeypatch):
-    def offline(url, dest):
-        raise urllib.error.URLError("no network")
-
-    monkeypatch.setattr(babi_download, "_download", offline)
+def test_offline_download_says_what_failed_and_leaves_nothing(tmp_path, monkeypatch):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    remote = replace(DATASETS["babi"].remotes[0], url=f"http://127.0.0.1:{port}/tasks_1-20_v1-2.tar.gz")
+    monkeypatch.setitem(DATASETS, "babi", replace(DATASETS["babi"], remotes=(remote,)))
     folder = tmp_path / "babi" / "en-10k"
-    with pytest.raises(UserError, match=rf"could not download bAbI .*no network.* at {re.escape(str(folder))}$"):
+    with pytest.raises(UserError) as err:
         babi_module(str(folder), download=True).prepare_data()
+    one_line(str(err.value), "could not download", remote.url, "connection refused")
+    assert not folder.exists() and not list((tmp_path / "babi").glob("*"))
 
 
-needs_real = pytest.mark.skipif(not (REAL / "en").is_dir(), reason="no bAbI files at shared/data/babi")
+def test_a_missing_folder_names_the_fetch_command(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNMEM_DATA_DIR", str(tmp_path / "data"))
+    with pytest.raises(UserError) as err:
+        babi_module(str(tmp_path / "data" / "babi" / "en")).prepare_data()
+    one_line(str(err.value), "no bAbI files", "run `attnmem-data fetch babi` (or set data.source.download=true)")
+    with pytest.raises(UserError) as err:
+        babi_module(str(tmp_path / "elsewhere")).prepare_data()
+    one_line(str(err.value), "no bAbI files", "an en/ or en-10k/ folder", "`attnmem-data fetch babi`")
+
+
+needs_real = pytest.mark.skipif(not (REAL / "en").is_dir(), reason="no bAbI files in $ATTNMEM_DATA_DIR/babi")
 
 
 @needs_real

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from attnmem.core.dims import QADims
-from attnmem.data.qa.babi_generator import BabiGenerator, generate_babi
+from attnmem.data.babi_simulator import generate_babi
+from attnmem.data.qa.babi_generator import BabiGenerator
 from attnmem.data.qa.babi_text import parse_babi
 from attnmem.data.qa.datamodule import QADataModule
 from attnmem.data.qa.tensors import Example

@@ -120,7 +120,7 @@ def test_aclimdb_downloads_checks_sha256_and_reads_the_reviews_in_place(tmp_path
     assert great.label == "pos" and great.sentences == [["great", "film"], ["loved", "it"]]
     with pytest.raises(UserError) as err:
         AclImdb(data_dir=str(tmp_path / "other"), download=True, url=served.as_uri(), sha256="0" * 64).prepare()
-    one_line(str(err.value), "is not the pinned 0000", "delete it and download again")
+    one_line(str(err.value), "is not the pinned 0000", "the download was deleted")
     assert not (tmp_path / "other" / "aclImdb_v1.tar.gz").exists()
     with pytest.raises(UserError) as err:
         AclImdb(data_dir=str(tmp_path / "none")).prepare()

@@ -1,21 +1,26 @@
-"""The embeddings corpus: tokeniser, vocabulary, id stream, subsampling and noise, windows, the three sources."""
+"""The embeddings corpus: tokeniser, vocabulary, id stream, subsampling and noise, windows, the four sources."""
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 
 import pytest
 import torch
+from conftest import FAST
 
 from attnmem.core.errors import UserError
+from attnmem.data.babi_simulator import generate_babi
 from attnmem.data.embeddings.babi_corpus import BabiCorpus
+from attnmem.data.embeddings.babi_gen_corpus import GeneratedBabiCorpus
 from attnmem.data.embeddings.corpus import Vocabulary, encode, keep_probabilities, noise_distribution, tokenize
 from attnmem.data.embeddings.datamodule import EmbeddingsDataModule
 from attnmem.data.embeddings.squad_contexts import SquadContexts
 from attnmem.data.embeddings.text_folder import TextFolder
 from attnmem.data.embeddings.windows import Windows
 from attnmem.data.span.squad_files import SquadFiles
+from attnmem.runtime import run
 
 
 def test_tokenize_lowercases_keeps_inner_apostrophes_and_drops_punctuation():
@@ -174,3 +179,64 @@ def test_datamodule_vocab_from_training_text_kept_in_its_state(tmp_path):
     other.load_state_dict(dm.state_dict())
     other.setup()
     assert other.dims == dm.dims and torch.equal(other.streams["val"], dm.streams["val"])
+
+
+def test_generated_stories_lose_line_numbers_answers_and_supports():
+    source = GeneratedBabiCorpus(tasks=[1, 2], num_stories=1, questions_per_story=2)
+    assert generate_babi(2, 2, 0, "train", questions_per_story=2)[3:5] == [
+        "4 Where is the football?\tgarden\t2 3", "5 Daniel moved to the office."]  # what is stripped below
+    assert source.all_documents() == [
+        "Mary travelled to the office. John moved to the office. Where is John? Daniel went back to the hallway. "
+        "John went back to the hallway. Where is John?",
+        "Mary moved to the garden. Daniel went to the garden. Daniel got the football there. Where is the football? "
+        "Daniel moved to the office. Daniel went back to the bedroom. Where is the football?",
+    ]
+    assert source.data_files == [] and source.prepare_data() is None  # nothing read, nothing fetched
+
+
+def test_generated_corpus_is_the_simulators_text_read_as_babi_corpus_reads_files(tmp_path):
+    options = {"num_stories": 30, "questions_per_story": 3, "statements_per_question": 3, "seed": 5}
+    for task in (3, 6):  # the training text of data=babi_gen: num_train = num_stories x questions_per_story
+        lines = generate_babi(task, 90, 5, "train", questions_per_story=3, statements_per_question=3)
+        (tmp_path / f"qa{task}_task_train.txt").write_text("\n".join(lines) + "\n")
+    generated = GeneratedBabiCorpus(tasks=[3, 6], **options).all_documents()
+    assert len(generated) == 60 and generated == list(BabiCorpus(data_dir=str(tmp_path)).all_documents())
+
+
+def test_generated_splits_are_seeded_disjoint_and_of_the_fraction():
+    source = GeneratedBabiCorpus(num_stories=100, val_fraction=0.25)
+    train, val = list(source.documents("train")), list(source.documents("val"))
+    assert len(source.all_documents()) == 400 and sorted(train + val) == sorted(source.all_documents())
+    assert not set(train) & set(val) and 80 <= len(val) <= 120
+    again = GeneratedBabiCorpus(num_stories=100, val_fraction=0.25)
+    assert list(again.documents("val")) == val and list(again.documents("train")) == train
+    assert list(GeneratedBabiCorpus(num_stories=100, val_fraction=0.25, split_seed=1).documents("val")) != val
+    assert GeneratedBabiCorpus(num_stories=100, seed=1).all_documents() != source.all_documents()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"tasks": [1, 4]}, "data.source.tasks must be distinct tasks of [1, 2, 3, 6], got [1, 4]"),
+        ({"tasks": []}, "data.source.tasks must be distinct tasks of [1, 2, 3, 6], got []"),
+        ({"num_stories": 0}, "data.source.num_stories must be in [1, inf], got 0"),
+        ({"num_locations": 1}, "data.source.num_locations must be in [2, 9], got 1"),
+        ({"num_people": 9}, "data.source.num_people must be in [1, 8], got 9"),
+        ({"val_fraction": 1.0}, "data.source.val_fraction must be in (0, 1), got 1.0"),
+    ],
+)
+def test_generated_corpus_bad_option_is_one_line(options, message):
+    with pytest.raises(ValueError) as caught:
+        GeneratedBabiCorpus(**options)
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("model", ["word2vec", "nnlm", "cw"])
+def test_embeddings_models_train_on_the_generated_corpus_by_default(compose_cfg, tmp_path, model):
+    cfg = compose_cfg(f"model={model}", *FAST, "data.source.num_stories=25", "data.batch_size=32",
+                      "data.val_windows=500", "trainer.max_epochs=3", "optimizer.lr=0.01")
+    assert cfg.data.source._target_ == "attnmem.data.embeddings.babi_gen_corpus.GeneratedBabiCorpus"
+    run.train(cfg)
+    rows = list(csv.DictReader((tmp_path / "run" / "csv" / "metrics.csv").open()))
+    val = [float(r["val/loss"]) for r in rows if r.get("val/loss")]
+    assert len(val) >= 3 and val[-1] < val[0], val

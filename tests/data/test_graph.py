@@ -161,7 +161,7 @@ def test_cora_checksum_mismatch_and_missing_archive_are_one_line(tmp_path):
     source = Cora(data_dir=str(data_dir), download=True, url=served.as_uri(), sha256="0" * 64)
     with pytest.raises(UserError) as err:
         source.prepare()
-    one_line(str(err.value), served.as_uri(), "is not the pinned 0000", "delete it and download again")
+    one_line(str(err.value), served.as_uri(), "is not the pinned 0000", "the download was deleted")
     assert not (data_dir / "cora.tgz").exists() and not list(data_dir.iterdir())  # nothing half-written kept
     with pytest.raises(UserError) as err:
         Cora(data_dir=str(data_dir)).prepare()

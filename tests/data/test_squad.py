@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT
+from conftest import REAL_DATA
 
 from attnmem.attention import Dot
 from attnmem.core.dims import SpanDims
@@ -19,7 +19,7 @@ from attnmem.data.span.squad_files import SquadFiles, read_squad, split_articles
 from attnmem.data.span.tensors import UNK, SpanRecord, align, build_examples, tokenize
 from attnmem.models.dcn import DCN
 
-SHARED_SQUAD = ROOT.parent / "shared" / "data" / "squad" / "dev-v1.1-part-a.json"
+PART_A = (REAL_DATA or Path("/nonexistent")) / "squad" / "dev-v1.1-part-a.json"  # the first 40 dev articles
 
 
 def qa(qid: str, question: str, answers: list[tuple[str, int]], **extra) -> dict:
@@ -250,8 +250,8 @@ def test_datamodule_passes_embeddings_to_the_model(tmp_path):
     assert dm.data_files[-1] == glove
 
 
-@pytest.mark.skipif(not SHARED_SQUAD.is_file(), reason="the shared SQuAD part A file is not present")
+@pytest.mark.skipif(not PART_A.is_file(), reason="no squad/dev-v1.1-part-a.json in $ATTNMEM_DATA_DIR")
 def test_the_official_dev_part_a_file_reads():
-    articles = read_squad(SHARED_SQUAD)
+    articles = read_squad(PART_A)
     assert len(articles) == 40 and sum(map(len, articles)) == 8981
     assert all(r.context[s : s + len(t)] == t for a in articles for r in a for t, s in r.answers)

@@ -13,7 +13,7 @@ from hydra.utils import instantiate
 from test_configs import _data_overrides
 
 from attnmem.core.errors import UserError
-from attnmem.data.qa.babi_generator import generate_babi
+from attnmem.data.babi_simulator import generate_babi
 from attnmem.runtime import run
 
 LOCATIONS = {"kitchen", "garden", "office", "bathroom", "hallway", "bedroom"}

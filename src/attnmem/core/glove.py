@@ -35,7 +35,9 @@ class Vectors:
 def read_vectors(path: Path, words: Collection[str]) -> Vectors:
     """The vectors of those `words` that the file has: matched exactly, then lower-cased; the first found wins.
 
-    D comes from the first line; a line with another number of values stops the run naming `file:line`.
+    D comes from the first line (or from a word2vec header `count D`, which is skipped). A word is what precedes
+    a line's last D fields: GloVe 840B has tokens with spaces in them (`. . .`). A line with fewer than D + 1
+    fields stops the run naming `file:line`.
     """
     if not path.is_file():
         raise UserError(f"data.source.embeddings={path}: no such file")
@@ -44,21 +46,32 @@ def read_vectors(path: Path, words: Collection[str]) -> Vectors:
         lowered.setdefault(word.lower(), []).append(word)
     wanted = set(words)
     table: dict[str, Tensor] = {}
-    dim = None
+    dim = 0
     with path.open(encoding="utf-8") as lines:
         for lineno, line in enumerate(lines, 1):
-            parts = line.rstrip("\n").rstrip(" ").split(" ")
-            dim = dim or len(parts) - 1
-            if len(parts) - 1 != dim or dim < 1:
-                raise UserError(f"{path}:{lineno}: expected a word and {dim} numbers, got {len(parts) - 1} values")
-            targets = [parts[0]] if parts[0] in wanted else lowered.get(parts[0].lower(), [])
+            line = line.rstrip("\n").rstrip(" ")
+            if lineno == 1 and _word2vec_header(line):
+                dim = int(line.split(" ")[1])
+                continue
+            spaces = line.count(" ")
+            dim = dim or spaces
+            if spaces < dim or dim < 1:
+                raise UserError(f"{path}:{lineno}: expected a word and {dim} numbers, got {spaces} values")
+            word = line[: line.index(" ")] if spaces == dim else line.rsplit(" ", dim)[0]  # cheap for most lines
+            targets = [word] if word in wanted else lowered.get(word.lower(), [])
             targets = [w for w in targets if w not in table]
             if targets:
-                vector = _numbers(parts[1:], f"{path}:{lineno}")
+                vector = _numbers(line.rsplit(" ", dim)[1:], f"{path}:{lineno}")
                 table.update((w, vector) for w in targets)
-    if dim is None:
+    if not dim:
         raise UserError(f"data.source.embeddings={path}: the file is empty")
     return Vectors(dim, table)
+
+
+def _word2vec_header(line: str) -> bool:
+    """Whether a first line is word2vec's text header, `<count> <dimension>`."""
+    parts = line.split(" ")
+    return len(parts) == 2 and all(p.isdigit() for p in parts)
 
 
 def _numbers(values: list[str], where: str) -> Tensor:

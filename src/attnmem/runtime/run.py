@@ -26,6 +26,7 @@ from attnmem.callbacks.predictions import PredictionsWriter
 from attnmem.core.atomic import write_json
 from attnmem.core.dims import Dims, kwargs
 from attnmem.core.errors import UserError
+from attnmem.data import catalog
 from attnmem.runtime import (
     checkpoint,
     checkpoint_fit,
@@ -107,6 +108,7 @@ def train(cfg: DictConfig) -> float | None:
     """Train and test the configured model; write metrics.json; return the monitored metric."""
     out_dir = Path(cfg.paths.output_dir)
     _check_max_epochs(cfg.trainer)
+    catalog.check_data_dir(cfg.paths.get("data_dir"))
     started_with = OmegaConf.to_container(cfg, resolve=False)
     with run_lock.held(out_dir):
         ckpt_path = _resume_path(cfg, out_dir)

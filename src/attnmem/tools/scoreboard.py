@@ -24,6 +24,7 @@ import yaml
 
 from attnmem.core import atomic
 from attnmem.core.errors import UserError
+from attnmem.data.catalog import locate
 from attnmem.tools import protocol as protocols
 from attnmem.tools.protocol import Protocol
 from attnmem.tools.scoreboard_elsewhere import kept_section, not_run, title
@@ -63,6 +64,18 @@ class Table:
     problems: list[str] = field(default_factory=list)
 
 
+def portable(override: str) -> str:
+    """An override as anyone can paste it: an absolute path of this machine becomes `<data>/...` when it lies in a
+    dataset's folder (`data.source.data_dir=<data>/babi/en`), else a `<name>` placeholder."""
+    key, equals, value = override.partition("=")
+    if not equals or not value.startswith("/"):
+        return override
+    found = locate(Path(value))
+    if found is not None:
+        return f"{key}=<data>/{Path(value).relative_to(found[1].parent).as_posix()}"
+    return f"{key}=<{Path(value).name}>"
+
+
 def _label(value: Any) -> str:
     """`[3]` -> `3`; any other parameter value as written."""
     parsed = yaml.safe_load(str(value))
@@ -96,7 +109,7 @@ def build(sweep_dir: Path) -> Table:
         else:
             usable.append(job)
     rows = _rows(proto, saved, usable, sweep_dir)
-    command = " ".join(["python -m attnmem.tools.sweep", saved["file"], *saved.get("overrides", [])])
+    command = " ".join(["python -m attnmem.tools.sweep", saved["file"], *map(portable, saved.get("overrides", []))])
     return Table(proto, sweep_dir, command, rows, len(usable), len(jobs), saved.get("seconds"), problems)
 
 

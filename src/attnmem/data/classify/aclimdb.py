@@ -5,7 +5,7 @@ from __future__ import annotations
 import tarfile
 from pathlib import Path, PurePosixPath
 
-from attnmem.core.download import check_sha256, download
+from attnmem.core.download import Remote, check_sha256, fetch
 from attnmem.core.errors import UserError
 from attnmem.data.classify.document import Document, parsed, split_documents
 
@@ -56,7 +56,7 @@ class AclImdb:
         if not self.download:
             raise UserError(f"no {ARCHIVE} in {self.archive.parent}: set data.source.download=true to fetch it "
                             f"from {self.url}, or put the file there")
-        download(self.url, self.archive, self.sha256)
+        fetch(Remote(url=self.url, name=ARCHIVE, sha256=self.sha256), self.archive.parent, label=f"aclImdb: {ARCHIVE}")
 
     def load(self) -> dict[str, list[Document]]:
         """The checked archive's reviews: train and val from its training reviews, test from its test reviews."""

@@ -19,7 +19,8 @@ __all__ = ["CorpusSource", "EmbeddingsDataModule"]
 
 
 class CorpusSource(Protocol):
-    """Where an embeddings datamodule's text comes from (`TextFolder`, `BabiCorpus`, `SquadContexts`)."""
+    """Where an embeddings datamodule's text comes from (`TextFolder`, `BabiCorpus`, `SquadContexts`,
+    `GeneratedBabiCorpus`)."""
 
     data_files: list[Path]  # what the run's manifest hashes
     where: str  # the option that names the text, for errors ("data.source.data_dir=...")

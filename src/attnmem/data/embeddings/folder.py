@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from attnmem.core.errors import UserError
+from attnmem.data.catalog import fetch_hint
 
 
 def held_out(documents: Iterable[str], split: str, fraction: float, seed: int) -> Iterator[str]:
@@ -41,7 +42,7 @@ class FolderCorpus:
     def prepare_data(self) -> None:
         """Stop with one line when the folder is missing or holds no matching file."""
         if not self.data_dir.is_dir():
-            raise UserError(f"{self.where}: no such folder")
+            raise UserError(f"{self.where}: no such folder{fetch_hint(self.data_dir)}")
         self.data_files = sorted(p for p in self.data_dir.glob(self.pattern) if p.is_file())
         if not self.data_files:
             raise UserError(f"{self.where}: no file matches data.source.pattern={self.pattern}: {self.expected}")

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from attnmem.core.errors import UserError
 from attnmem.core.text import read_utf8
-from attnmem.data.squad_articles import split_articles
+from attnmem.data.catalog import ensure
+from attnmem.data.squad_articles import first_articles, split_articles
 
 
 class SquadContexts:
@@ -17,10 +18,12 @@ class SquadContexts:
     The articles are split as the span family's `SquadFiles` splits them with the same `val_fraction`,
     `test_fraction` and `split_seed`: training text is only the training articles' paragraphs (vectors for
     a DCN trained on that split never saw its validation or test text), validation the validation articles'.
+    `first_articles` keeps only the file's first articles; `download` fetches a missing SQuAD v1.1 file.
     """
 
     def __init__(
-        self, *, path: str, val_fraction: float = 0.1, test_fraction: float = 0.0, split_seed: int = 0
+        self, *, path: str, val_fraction: float = 0.1, test_fraction: float = 0.0, split_seed: int = 0,
+        first_articles: int | None = None, download: bool = False,
     ) -> None:
         if not 0 < val_fraction < 1 or not 0 <= test_fraction < 1:
             raise ValueError(
@@ -29,14 +32,14 @@ class SquadContexts:
             )
         self.path = Path(path).expanduser()
         self.fractions, self.split_seed = [val_fraction, test_fraction], split_seed
-        self.where = f"data.source.path={self.path}"
+        self.where = f"data.source.path={self.path}"  # what the datamodule's errors name
+        self.first, self.download = first_articles, download
         self.data_files = [self.path]
         self._articles: list[list[str]] | None = None
 
     def prepare_data(self) -> None:
-        """Stop with one line when the file is missing."""
-        if not self.path.is_file():
-            raise UserError(f"{self.where}: no such file")
+        """Fetch the file if asked and missing; else stop with one line naming the command that fetches it."""
+        ensure({"data.source.path": self.path}, self.download)
 
     def articles(self) -> list[list[str]]:
         """The contexts of each article, in file order; a file that is not SQuAD JSON stops in one line."""
@@ -48,12 +51,13 @@ class SquadContexts:
             except json.JSONDecodeError as err:
                 raise UserError(f"{self.path}:{err.lineno}: not valid JSON ({err.msg})") from None
             try:
-                self._articles = [[p["context"] for p in a["paragraphs"]] for a in root["data"]]
+                articles = [[p["context"] for p in a["paragraphs"]] for a in root["data"]]
             except (KeyError, TypeError) as err:
                 raise UserError(
                     f"{self.path}: not a SQuAD file (missing {err}): expected "
                     '{"data": [{"paragraphs": [{"context": ...}]}]}'
                 ) from None
+            self._articles = first_articles(articles, self.first, self.path)
         return self._articles
 
     def documents(self, split: str) -> Iterator[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from attnmem.core.download import check_sha256, download
+from attnmem.core.download import Remote, check_sha256, fetch
 from attnmem.core.errors import UserError
 from attnmem.data.graph.graph import Graph, check_split_options, row_normalized, split_nodes, undirected
 from attnmem.data.graph.text_files import SELF_LOOPS, parse_edges, parse_features, parse_labels, rows
@@ -76,7 +76,7 @@ class Cora:
                 f"no {ARCHIVE} in {self.archive.parent}: set data.source.download=true to fetch it "
                 f"from {self.url}, or put the file there"
             )
-        download(self.url, self.archive, self.sha256)
+        fetch(Remote(url=self.url, name=ARCHIVE, sha256=self.sha256), self.archive.parent, label=f"cora: {ARCHIVE}")
 
     def load(self) -> Graph:
         """The graph of the checked archive."""

@@ -1,32 +1,20 @@
-"""Fetch the bAbI v1.2 archive and extract its English folders, each file checked against a pinned sha256."""
+"""The bAbI v1.2 archive's English folders extracted, each file checked against a pinned sha256 (`data/catalog.py`
+fetches the archive)."""
 
 from __future__ import annotations
 
 import hashlib
 import logging
 import tarfile
-import urllib.error
-import urllib.request
 from pathlib import Path, PurePosixPath
-
-from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
 from attnmem.core.atomic import replacing
 from attnmem.core.errors import UserError
 
 log = logging.getLogger(__name__)
 
-URLS = (
-    "https://dl.fbaipublicfiles.com/babi/tasks_1-20_v1-2.tar.gz",
-    "http://www.thespermwhale.com/jaseweston/babi/tasks_1-20_v1-2.tar.gz",  # the original home, now often down
-)
 ARCHIVE_ROOT = "tasks_1-20_v1-2"
 FOLDERS = ("en", "en-10k")  # the only members extracted
-LICENCE = (
-    "bAbI tasks data, Copyright (c) 2015-present Facebook, Inc., is licensed under Creative Commons Attribution 3.0 "
-    "(CC BY 3.0). Cite: Weston, Bordes, Chopra, Rush, van Merrienboer, Joulin, Mikolov. Towards AI-Complete "
-    "Question Answering: A Set of Prerequisite Toy Tasks. 2015. arXiv:1502.05698."
-)
 
 # sha256 of the v1.2 training files, by path inside the archive's root (10k task 3 is not pinned: no trusted copy).
 _TRAIN_SHA256 = {
@@ -103,56 +91,6 @@ qa20_agents-motivations bd3bde3788ac14ba0ae095078f7b820fbd2bfa6a34dba9d1d46a34af
 def pinned_sha256(relative: str) -> str | None:
     """The pinned sha256 of `en/...` or `en-10k/...` inside the archive's root, None when not pinned."""
     return _TRAIN_SHA256.get(relative) or _TEST_SHA256.get(PurePosixPath(relative).name)
-
-
-def has_babi(data_dir: Path) -> bool:
-    """Whether `data_dir` holds any bAbI training file."""
-    return data_dir.is_dir() and any(data_dir.glob("qa*_train.txt"))
-
-
-def ensure_babi(data_dir: Path, download: bool) -> None:
-    """Make sure `data_dir` holds bAbI files: download them into its parent if asked, else say how to get them."""
-    if has_babi(data_dir):
-        return
-    if not download:
-        raise UserError(f"no bAbI files (qaN_*_train.txt) in {data_dir}: set data.source.download=true to fetch "
-                        f"them, or put there the files of {ARCHIVE_ROOT}/en/ (or en-10k/) from {URLS[0]}")
-    if data_dir.name not in FOLDERS:
-        raise ValueError(f"data.source.download=true extracts the archive's folders {FOLDERS}, so "
-                         f"data.source.data_dir must end in one of them, got {data_dir}")
-    root = data_dir.parent
-    archive = root / f"{ARCHIVE_ROOT}.tar.gz"
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        fetch(archive, data_dir)
-        print(LICENCE)
-        extract_babi(archive, root)
-    finally:
-        archive.unlink(missing_ok=True)
-
-
-def fetch(archive: Path, data_dir: Path) -> None:
-    """Download the archive from the first URL that answers; offline, one error says where to put the files."""
-    reasons = []
-    for url in URLS:
-        try:
-            _download(url, archive)
-            return
-        except (urllib.error.URLError, OSError) as error:
-            reasons.append(f"{url}: {getattr(error, 'reason', error)}")
-    raise UserError(f"could not download bAbI ({'; '.join(reasons)}): put the qaN_*.txt files of "
-                    f"{ARCHIVE_ROOT}/{data_dir.name}/ at {data_dir}")
-
-
-def _download(url: str, dest: Path) -> None:
-    """Stream `url` to `dest` with a progress bar; the temp name keeps a broken download from looking whole."""
-    columns = ("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn())
-    with replacing(dest) as part, urllib.request.urlopen(url, timeout=30) as response, open(part, "wb") as out:
-        with Progress(*columns) as bar:
-            task = bar.add_task("bAbI v1.2", total=int(response.headers.get("Content-Length") or 0) or None)
-            while chunk := response.read(1 << 16):
-                out.write(chunk)
-                bar.update(task, advance=len(chunk))
 
 
 def extract_babi(archive: Path, root: Path) -> list[Path]:

@@ -1,6 +1,6 @@
 """The real bAbI v1.2 files (Weston et al. 2015, arXiv:1502.05698) as a qa source: reader, split and cache.
 
-`BabiFiles` reads `qa{N}_*_{train,test}.txt` from `data_dir` (downloading them when asked, `babi_download`),
+`BabiFiles` reads `qa{N}_*_{train,test}.txt` from `data_dir` (downloading them when asked, `data/catalog.py`),
 splits validation off the training stories and caches the tensors keyed by the files' sha256 (`babi_cache`,
 in attnmem's cache folder: nothing is ever written beside the data).
 """
@@ -17,8 +17,9 @@ from typing import ClassVar
 from attnmem.core.errors import UserError
 from attnmem.core.glove import Vectors, read_vectors
 from attnmem.core.text import read_utf8
+from attnmem.data.catalog import DATASETS, fetch_dataset, fetch_hint
 from attnmem.data.qa.babi_cache import load_cached, save_cached, tensor_path
-from attnmem.data.qa.babi_download import ensure_babi
+from attnmem.data.qa.babi_download import FOLDERS
 from attnmem.data.qa.babi_text import parse_babi
 from attnmem.data.qa.tensors import Example, QAData
 
@@ -104,12 +105,24 @@ class BabiFiles:
         self.data_files: list[Path] = []
 
     def prepare(self) -> None:
-        """Download the files if asked and missing (once, on the first process)."""
-        ensure_babi(self.data_dir, self.download)
+        """Download the files if asked and missing (once, on the first process); else say how to get them."""
+        if self.data_dir.is_dir() and any(self.data_dir.glob("qa*_train.txt")):
+            return
+        where = f"data.source.data_dir={self.data_dir}"
+        if self.data_dir.exists() and not self.data_dir.is_dir():
+            raise UserError(f"{where} is a file, not a folder: point it at the folder of the qaN_*_train.txt files")
+        if not self.download:
+            hint = fetch_hint(self.data_dir) or (": point it at an en/ or en-10k/ folder of bAbI v1.2 (`attnmem-data "
+                                                 "fetch babi` places them in the data folder's babi/)")
+            raise UserError(f"{where}: no bAbI files (qaN_*_train.txt){hint}")
+        if self.data_dir.name not in FOLDERS:
+            raise UserError(f"data.source.download=true extracts the archive's folders {', '.join(FOLDERS)}, so "
+                            f"data.source.data_dir must end in one of them, got {self.data_dir}")
+        fetch_dataset(DATASETS["babi"], self.data_dir.parent)
 
     def load(self, tasks: list[int], memory_size: int, *, fit_memory: bool = False) -> QAData:
         """The tasks' train, validation and (when every task has a test file) test tensors."""
-        ensure_babi(self.data_dir, self.download)
+        self.prepare()
         train, test = find_task_files(self.data_dir, tasks)
         if test and len(test) < len(train):
             log.warning("no test file for task(s) %s in %s: skipping test",

@@ -19,8 +19,9 @@ from typing import Any
 from attnmem.core.errors import UserError
 from attnmem.core.glove import Vectors, read_vectors
 from attnmem.core.text import read_utf8
+from attnmem.data.catalog import ensure
 from attnmem.data.span.tensors import SpanRecord
-from attnmem.data.squad_articles import split_articles
+from attnmem.data.squad_articles import first_articles, split_articles
 
 log = logging.getLogger(__name__)
 
@@ -126,8 +127,10 @@ class SquadFiles:
     """SQuAD-format files as a span source (`data.source`): train, validation (a file, or a seeded split of the
     training articles), test.
 
-    Without `test_path`, `test_fraction` of the training articles (if > 0) form the test split;
-    `embeddings` names an optional GloVe-format text file of pretrained vectors.
+    Without `test_path`, `test_fraction` of the training articles (if > 0) form the test split; `first_articles`
+    keeps only that many articles of `train_path` (the CPU recipes: the first 40 of the dev file). `embeddings`
+    names an optional GloVe-format text file of pretrained vectors. With `download`, a missing file that
+    `attnmem-data` knows (the SQuAD v1.1 files, GloVe) is fetched into its folder.
     """
 
     def __init__(
@@ -139,7 +142,9 @@ class SquadFiles:
         val_fraction: float = 0.1,
         test_fraction: float = 0.0,
         split_seed: int = 0,
+        first_articles: int | None = None,
         embeddings: str | None = None,
+        download: bool = False,
     ) -> None:
         for name, value in {"val_fraction": val_fraction, "test_fraction": test_fraction}.items():
             if not 0 <= value < 1:
@@ -153,17 +158,19 @@ class SquadFiles:
         }
         self.fractions = {"val": 0.0 if val_path else val_fraction, "test": 0.0 if test_path else test_fraction}
         self.split_seed, self.embeddings = split_seed, embeddings and Path(embeddings)
+        self.first_articles, self.download = first_articles, download
         self.data_files = [p for p in (*self.paths.values(), self.embeddings) if p is not None]
 
     def prepare_data(self) -> None:
-        """Stop with one line naming the option of a file that is not there."""
-        for split, path in self.paths.items():
-            if path is not None and not path.is_file():
-                raise UserError(f"data.source.{split}_path={path}: no such file")
+        """Fetch a missing file if asked; else stop with one line naming the command that fetches them."""
+        files = {f"data.source.{split}_path": path for split, path in self.paths.items() if path is not None}
+        if self.embeddings is not None:
+            files["data.source.embeddings"] = self.embeddings
+        ensure(files, self.download)
 
     def splits(self) -> dict[str, list[SpanRecord]]:
         """Questions of each split: files as given, the rest split by article from the training file."""
-        articles = read_squad(self.paths["train"])
+        articles = first_articles(read_squad(self.paths["train"]), self.first_articles, self.paths["train"])
         train, val, test = split_articles(
             len(articles), [self.fractions["val"], self.fractions["test"]], self.split_seed
         )

@@ -1,0 +1,53 @@
+"""A tiny data folder in every format the recipes read, laid out as `attnmem-data fetch` lays out the real one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from attnmem.data.babi_simulator import generate_babi
+from attnmem.data.span.span_generator import SpanGenerator
+
+ARTICLES, PARAGRAPHS = 44, 7  # the CPU recipes take the first 40 articles; classify holds out 15% of 7 paragraphs
+GLOVE_WORDS = ("the", "of", "city", ". . .", "at the end")  # GloVe 840B has tokens with spaces in them
+
+
+def write_babi(root: Path) -> None:
+    """`babi/en/` and `babi/en-10k/`: every task a few generated stories in the official format."""
+    for folder in ("en", "en-10k"):
+        (root / "babi" / folder).mkdir(parents=True)
+        for task in range(1, 21):
+            lines = generate_babi(1, 20, seed=task, split="train")
+            (root / "babi" / folder / f"qa{task}_fixture_train.txt").write_text("\n".join(lines) + "\n")
+
+
+def squad_json(records: list, articles: int) -> dict:
+    """Generated span questions as a SQuAD v1.1 file: `articles` articles of `PARAGRAPHS` one-question paragraphs."""
+    paragraphs = [{"context": r.context, "qas": [{"id": r.id, "question": r.question, "answers": [
+        {"text": t, "answer_start": s} for t, s in r.answers]}]} for r in records]
+    return {"version": "1.1", "data": [{"title": f"article {a}", "paragraphs": paragraphs[a::articles]}
+                                       for a in range(articles)]}
+
+
+def write_squad(root: Path) -> None:
+    """`squad/train-v1.1.json` and `squad/dev-v1.1.json`, each with 44 articles."""
+    (root / "squad").mkdir(parents=True)
+    for name, split in (("train-v1.1.json", "train"), ("dev-v1.1.json", "val")):
+        records = SpanGenerator(num_train=ARTICLES * PARAGRAPHS, num_val=ARTICLES * PARAGRAPHS).records(split)
+        (root / "squad" / name).write_text(json.dumps(squad_json(records, ARTICLES)))
+
+
+def write_glove(root: Path) -> None:
+    """`glove/`: the files the recipes name, at their widths, a few words each."""
+    (root / "glove").mkdir(parents=True)
+    for name, dim in (("glove.840B.300d.txt", 300), *((f"glove.6B.{d}d.txt", d) for d in (50, 100, 200, 300))):
+        lines = [f"{w} {' '.join(f'{(i + k) % 7 / 10:.1f}' for k in range(dim))}" for i, w in enumerate(GLOVE_WORDS)]
+        (root / "glove" / name).write_text("\n".join(lines) + "\n")
+
+
+def write_data_folder(root: Path) -> Path:
+    """Every dataset the experiments read, tiny, under `root` (what `paths.data_dir` points at)."""
+    write_babi(root)
+    write_squad(root)
+    write_glove(root)
+    return root
