@@ -107,6 +107,53 @@ def test_a_sweep_into_a_directory_holding_a_finished_run_is_refused(compose_cfg,
     assert _digest(done) == before
 
 
+@pytest.fixture
+def interrupted(done: Path) -> Path:
+    """The copy of the finished run made unfinished, as a Ctrl-C during its training leaves one (no metrics.json)."""
+    (done / "metrics.json").unlink()
+    return done
+
+
+@pytest.mark.slow  # a subprocess: ~9 s
+def test_cli_an_evaluation_into_an_unfinished_run_is_refused_and_leaves_it_byte_identical(
+    finished_run: Path, interrupted: Path
+):
+    before = _digest(interrupted)
+    refused = subprocess.run(
+        [sys.executable, "eval.py", f"run_dir={finished_run}", f"hydra.run.dir={interrupted}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr[-2000:]
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, refused.stderr[-2000:]
+    one_line(errors[0], f"hydra.run.dir={interrupted} holds an unfinished run (manifest.json)",
+             "an evaluation writes into a directory of its own", "leave hydra.run.dir out")
+    assert _digest(interrupted) == before  # its .hydra/ too: Hydra saved nothing
+
+
+def test_a_training_into_an_unfinished_run_is_refused_unless_it_resumes_it(compose_cfg, interrupted: Path):
+    line = _guard_refuses("on_run_start", _hydra_cfg(*TINY, f"hydra.run.dir={interrupted}"))
+    one_line(line, f"hydra.run.dir={interrupted} holds an unfinished run (checkpoints/last.ckpt)", "add resume=auto")
+    cfg = _hydra_cfg(*TINY, f"hydra.run.dir={interrupted}", "resume=auto")
+    Callbacks(cfg).on_run_start(config=cfg, config_name="train")  # its own resume goes on
+    Callbacks(cfg).on_run_end(config=cfg, config_name="train")
+
+
+@pytest.mark.parametrize("marker", ["multirun.yaml", "sweep.yaml"])
+@pytest.mark.parametrize("config_name", ["train", "eval"])
+def test_a_run_into_a_sweeps_directory_is_refused(compose_cfg, finished_run: Path, tmp_path, marker, config_name):
+    sweep = tmp_path / "sweep"
+    (sweep / "0").mkdir(parents=True)
+    (sweep / marker).write_text("name: grid\n")
+    overrides = [f"run_dir={finished_run}"] if config_name == "eval" else TINY
+    cfg = compose(config_name, [*overrides, f"hydra.run.dir={sweep}"], True)
+    with pytest.raises(SystemExit) as stop:
+        Callbacks(cfg).on_run_start(config=cfg, config_name=config_name)
+    one_line(str(stop.value.code), f"error: hydra.run.dir={sweep} is a sweep's directory ({marker}), not a run's",
+             f"hydra.run.dir={sweep}/<job> resume=auto continues one")
+    assert sorted(p.name for p in sweep.iterdir()) == ["0", marker]
+
+
 @pytest.mark.parametrize("where", ["file", "under a file"])
 def test_a_run_directory_that_is_a_file_is_one_line(compose_cfg, tmp_path: Path, where: str):
     (tmp_path / "notes.txt").write_text("mine")

@@ -29,6 +29,10 @@ __all__ = ["RunDirGuard", "check_eval_source", "check_run_dir", "discard_refused
 MADE_HERE: set[Path] = set()
 # what Hydra (its config and job log, conf/hydra/default.yaml) and the run's lock write before a run starts
 BEFORE_A_RUN = frozenset({".hydra", "train.log", run_lock.LOCK})
+# what a started run writes (runtime/manifest, callbacks/checkpoint, callbacks/csv_logger), and what a sweep's root
+# holds (Hydra's -m, tools/sweep): a command that is not that run's resume may write into neither
+RUN_FILES = ("manifest.json", "checkpoints", "csv")
+SWEEP_FILES = ("multirun.yaml", "sweep.yaml")
 
 
 class RunDirGuard(Callback):
@@ -73,11 +77,12 @@ def finished(run_dir: Path) -> bool:
 
 
 def check_run_dir(run_dir: Path, cfg: DictConfig) -> None:
-    """Stop with one line when `run_dir` is a file, a finished run, an unfinished one not resumed, or a resume
-    that cannot be (train.yaml's keys)."""
+    """Stop with one line when `run_dir` is a file, a sweep's root, a finished run, an unfinished one that this
+    command does not resume (an evaluation never writes into one), or a resume that cannot be (train.yaml's keys)."""
     _check_not_a_file(run_dir, "hydra.run.dir")
     training = "resume" in cfg
     resuming = training and (cfg.get("resume") == "auto" or cfg.get("ckpt_path") == "last")
+    _check_not_a_sweep(run_dir)
     if finished(run_dir):
         if resuming:
             legacy.check_manifest(run_dir)  # a run of attnmem 0.1 says so first
@@ -92,6 +97,12 @@ def check_run_dir(run_dir: Path, cfg: DictConfig) -> None:
             f"{how} with debug=fdr (trainer.fast_dev_run): a fast dev run saves no checkpoint and resumes none; "
             f"drop debug=fdr to resume this run, or drop {how} for a one-batch check in a new hydra.run.dir"
         )
+    started = run_lock.rank() == 0 and next((f for f in RUN_FILES if (run_dir / f).exists()), None)
+    if not training and started:
+        raise UserError(
+            f"hydra.run.dir={run_dir} holds an unfinished run ({started}): an evaluation writes into a directory of "
+            "its own, never into a run's; leave hydra.run.dir out, or pass a new one"
+        )
     last = run_dir / "checkpoints" / "last.ckpt"
     requeued = int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0  # distributed.requeued_checkpoint resumes it
     if training and not resuming and not requeued and last.is_file():
@@ -101,6 +112,17 @@ def check_run_dir(run_dir: Path, cfg: DictConfig) -> None:
         )
     if resuming:
         resume.changes(run_dir, cfg)
+
+
+def _check_not_a_sweep(run_dir: Path) -> None:
+    """One line when `run_dir` is the root of a sweep, whose runs are its numbered sub-folders."""
+    marker = next((f for f in SWEEP_FILES if (run_dir / f).is_file()), None)
+    if marker is not None:
+        raise UserError(
+            f"hydra.run.dir={run_dir} is a sweep's directory ({marker}), not a run's: its runs are its numbered "
+            f"sub-folders (hydra.run.dir={run_dir}/<job> resume=auto continues one); for a new run, pass a new "
+            "hydra.run.dir"
+        )
 
 
 def check_eval_source(cfg: DictConfig) -> None:
