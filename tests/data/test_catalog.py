@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import socket
+import tarfile
 import zipfile
 from dataclasses import replace
 
@@ -16,6 +17,7 @@ from recipe_data import ARTICLES, squad_json
 
 from attnmem.core.errors import UserError
 from attnmem.data.catalog import DATASETS, check_data_dir, fetch_dataset, fetch_hint
+from attnmem.data.embeddings.babi_corpus import BabiCorpus
 from attnmem.data.span.span_generator import SpanGenerator
 from attnmem.data.span.squad_files import SquadFiles
 from attnmem.tools import data as tool
@@ -92,6 +94,20 @@ def test_download_true_fetches_squad_through_the_same_code(tmp_path, monkeypatch
         splits = source.splits()
     assert seen == [None] and (tmp_path / "squad" / "dev-v1.1.json").read_bytes() == text
     assert len({r.context for r in splits["train"] + splits["val"]}) == 40  # one paragraph an article, 40 kept
+
+
+def test_download_true_fetches_babi_for_the_embeddings_corpus(tmp_path, monkeypatch):
+    story = b"1 Mary moved to the bathroom.\n2 Where is Mary? \tbathroom\t1\n"
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        info = tarfile.TarInfo("tasks_1-20_v1-2/en-10k/qa1_x_train.txt")
+        info.size = len(story)
+        tar.addfile(info, io.BytesIO(story))
+    with serving(buffer.getvalue(), name="tasks_1-20_v1-2.tar.gz") as (url, seen):
+        served(monkeypatch, "babi", url)
+        corpus = BabiCorpus(data_dir=str(tmp_path / "babi" / "en-10k"), download=True)
+        corpus.prepare_data()
+    assert seen == [None] and list(corpus.all_documents()) == ["Mary moved to the bathroom. Where is Mary? "]
 
 
 def test_first_articles_beyond_the_file_is_one_line(tmp_path):

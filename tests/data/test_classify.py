@@ -124,7 +124,11 @@ def test_aclimdb_downloads_checks_sha256_and_reads_the_reviews_in_place(tmp_path
     assert not (tmp_path / "other" / "aclImdb_v1.tar.gz").exists()
     with pytest.raises(UserError) as err:
         AclImdb(data_dir=str(tmp_path / "none")).prepare()
-    one_line(str(err.value), f"no aclImdb_v1.tar.gz in {tmp_path / 'none'}", "data.source.download=true", URL)
+    one_line(str(err.value), f"no aclImdb_v1.tar.gz in {tmp_path / 'none'}",
+             f"data.source.download=true fetches aclimdb into {tmp_path / 'none'}")
+    with pytest.raises(UserError) as err:
+        AclImdb(data_dir=str(tmp_path / "aclimdb")).prepare()  # where attnmem-data puts it
+    one_line(str(err.value), f"no aclImdb_v1.tar.gz in {tmp_path / 'aclimdb'}", "run `attnmem-data fetch aclimdb")
 
 
 def test_squad_topics_label_paragraphs_by_article_and_hold_out_each_articles_share(tmp_path):

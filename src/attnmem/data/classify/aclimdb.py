@@ -7,6 +7,7 @@ from pathlib import Path, PurePosixPath
 
 from attnmem.core.download import Remote, check_sha256, fetch
 from attnmem.core.errors import UserError
+from attnmem.data.catalog import fetch_hint
 from attnmem.data.classify.document import Document, parsed, split_documents
 
 __all__ = ["AclImdb"]
@@ -54,8 +55,9 @@ class AclImdb:
         if self.archive.is_file():
             return
         if not self.download:
-            raise UserError(f"no {ARCHIVE} in {self.archive.parent}: set data.source.download=true to fetch it "
-                            f"from {self.url}, or put the file there")
+            hint = fetch_hint(self.archive) or (f": set data.source.download=true to fetch it from {self.url}, "
+                                                "or put the file there")
+            raise UserError(f"no {ARCHIVE} in {self.archive.parent}{hint}")
         fetch(Remote(url=self.url, name=ARCHIVE, sha256=self.sha256), self.archive.parent, label=f"aclImdb: {ARCHIVE}")
 
     def load(self) -> dict[str, list[Document]]:

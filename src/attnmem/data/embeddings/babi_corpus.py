@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from attnmem.core.errors import UserError
+from attnmem.data.catalog import DATASETS, fetch_dataset
 from attnmem.data.embeddings.folder import FolderCorpus
 
 _LINE = re.compile(r"(\d+) (.*)")
@@ -17,11 +18,24 @@ class BabiCorpus(FolderCorpus):
 
     A story (from a line numbered 1 to the next) is one document: its statements, and its questions without
     the answer and supporting line numbers that follow the question's tab. Validation is a seeded
-    `val_fraction` of the stories.
+    `val_fraction` of the stories. With `download`, a missing `en/` or `en-10k/` folder is fetched first (`attnmem-data
+    fetch babi` into its parent).
     """
 
     default_pattern = "*_train.txt"
     expected = "expected bAbI files such as qa1_single-supporting-fact_train.txt"
+
+    def __init__(self, *, data_dir: str, pattern: str | None = None, val_fraction: float = 0.05, split_seed: int = 0,
+                 download: bool = False) -> None:
+        super().__init__(data_dir=data_dir, pattern=pattern, val_fraction=val_fraction, split_seed=split_seed)
+        self.download = download
+
+    def prepare_data(self) -> None:
+        """Fetch the bAbI folders if asked and missing; then stop with one line when the folder holds no file."""
+        babi = DATASETS["babi"]
+        if self.download and not self.data_dir.is_dir() and self.data_dir.name in babi.members:
+            fetch_dataset(babi, self.data_dir.parent)
+        super().prepare_data()
 
     def read(self, path: Path) -> Iterator[str]:
         """The file's stories; a line without its number stops naming the file and line."""

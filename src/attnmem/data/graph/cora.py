@@ -13,6 +13,7 @@ import torch
 
 from attnmem.core.download import Remote, check_sha256, fetch
 from attnmem.core.errors import UserError
+from attnmem.data.catalog import fetch_hint
 from attnmem.data.graph.graph import Graph, check_split_options, row_normalized, split_nodes, undirected
 from attnmem.data.graph.text_files import SELF_LOOPS, parse_edges, parse_features, parse_labels, rows
 
@@ -72,10 +73,9 @@ class Cora:
         if self.archive.is_file():
             return
         if not self.download:
-            raise UserError(
-                f"no {ARCHIVE} in {self.archive.parent}: set data.source.download=true to fetch it "
-                f"from {self.url}, or put the file there"
-            )
+            hint = fetch_hint(self.archive) or (f": set data.source.download=true to fetch it from {self.url}, "
+                                                "or put the file there")
+            raise UserError(f"no {ARCHIVE} in {self.archive.parent}{hint}")
         fetch(Remote(url=self.url, name=ARCHIVE, sha256=self.sha256), self.archive.parent, label=f"cora: {ARCHIVE}")
 
     def load(self) -> Graph:
