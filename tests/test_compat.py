@@ -58,3 +58,16 @@ def test_user_configs_outside_the_repository_via_the_search_path(compose_cfg, tm
     assert cfg.name == "my_recipe" and cfg.optimizer.lr == 0.01 and cfg.model.hops == 1
     run.train(cfg)
     assert (tmp_path / "run" / "metrics.json").is_file()
+
+
+def test_no_config_folder_is_one_line_not_an_empty_table(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.argv", ["attnmem-compat"])
+    try:
+        compat.main()
+    except SystemExit as done:
+        assert done.code == 1
+    else:
+        raise AssertionError("attnmem-compat exited 0 without a config folder")
+    err = capsys.readouterr()
+    assert err.out == "" and err.err == "error: no conf/model/*.yaml: pass --conf <the config folder> (run from the repository root, where conf/ is)\n"

@@ -1,15 +1,22 @@
 """attnmem: config-driven experiments with attention and external-memory models."""
 
-from typing import Any
+from __future__ import annotations
+
+import typing
 
 __version__ = "0.2.0"
-__all__ = ["load_run"]
+__all__ = ["__version__", "load_run"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> typing.Any:
     # `attnmem.load_run` imports torch and Lightning on first use, so `import attnmem` stays light
     if name == "load_run":
         from attnmem.runtime.load import load_run
 
         return load_run
     raise AttributeError(f"module 'attnmem' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The public names, `load_run` included before its first use."""
+    return sorted(__all__)

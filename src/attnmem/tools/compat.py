@@ -9,19 +9,25 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import sys
 from pathlib import Path
 
 from hydra.utils import get_class
 from omegaconf import OmegaConf
 
 from attnmem.core.atomic import write_text
+from attnmem.core.errors import UserError
 
 START, END = "<!-- compat:start -->", "<!-- compat:end -->"
 
 
 def _classes(conf: Path, group: str) -> dict[str, type]:
-    """Option name -> the class its yaml's `_target_` names."""
-    return {p.stem: get_class(OmegaConf.load(p)._target_) for p in sorted((conf / group).glob("*.yaml"))}
+    """Option name -> the class its yaml's `_target_` names; one line when the folder holds none."""
+    files = sorted((conf / group).glob("*.yaml"))
+    if not files:
+        raise UserError(f"no {conf / group}/*.yaml: pass --conf <the config folder> (run from the repository "
+                        "root, where conf/ is)")
+    return {p.stem: get_class(OmegaConf.load(p)._target_) for p in files}
 
 
 def table(conf: Path = Path("conf")) -> str:
@@ -56,10 +62,14 @@ def main() -> None:
     parser.add_argument("--update", type=Path, help="markdown file to update in place (e.g. README.md)")
     parser.add_argument("--conf", type=Path, default=Path("conf"), help="config folder (default: conf)")
     args = parser.parse_args()
-    if args.update:
-        update(args.update, args.conf)
-    else:
-        print(table(args.conf))
+    try:
+        if args.update:
+            update(args.update, args.conf)
+        else:
+            print(table(args.conf))
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":
