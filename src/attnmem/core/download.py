@@ -20,7 +20,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 
 from attnmem.core.errors import UserError
 
-__all__ = ["Remote", "check_sha256", "fetch", "partial_path", "sha256"]
+__all__ = ["Remote", "check_sha256", "fetch", "partial_path", "progress", "sha256"]
 
 TIMEOUT = 60  # seconds to connect, and between two blocks of a transfer
 BLOCK = 1 << 16  # what a broken connection may lose of the bytes it brought

@@ -8,14 +8,13 @@ through `fetch_dataset`; a source that misses a file names the command with `fet
 from __future__ import annotations
 
 import os
-import shutil
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from attnmem.core.atomic import replacing
-from attnmem.core.download import Remote, fetch
+from attnmem.core.download import Remote, fetch, progress
 from attnmem.core.errors import UserError
 from attnmem.data.qa.babi_download import ARCHIVE_ROOT, extract_babi
 
@@ -54,8 +53,12 @@ def _unzip(*names: str) -> Unpack:
         try:
             with zipfile.ZipFile(archive) as zipped:
                 for name in names:
-                    with zipped.open(name) as src, replacing(folder / name) as tmp, tmp.open("wb") as out:
-                        shutil.copyfileobj(src, out, 1 << 22)
+                    size = zipped.getinfo(name).file_size
+                    with zipped.open(name) as src, replacing(folder / name) as tmp, tmp.open("wb") as out, \
+                            progress(f"unzipping {name}", size, 0) as advance:
+                        while block := src.read(1 << 22):
+                            out.write(block)
+                            advance(len(block))
         except (zipfile.BadZipFile, KeyError) as err:
             raise UserError(f"{archive}: not the expected zip archive ({err}): delete it and fetch again") from None
 
