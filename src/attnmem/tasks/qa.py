@@ -97,8 +97,9 @@ class QATask(L.LightningModule):
     def plot_examples(self, datamodule: L.LightningDataModule, out_dir: Path, num_examples: int) -> list[Path]:
         """Write the per-hop attention over the story for the first validation examples."""
         batch, out = plots.val_examples(self, datamodule, num_examples)
-        if not out.attention:
-            return []
+        sentences = batch["story"].shape[:2]  # (B, S)
+        if not out.attention or any(a.shape != sentences for a in out.attention):
+            return []  # no weights over the story's sentences (the DNC reader's are over its memory, word by word)
         weights = torch.stack(out.attention, dim=-1).float().cpu()  # (B, S, hops)
         paths = []
         for i in range(weights.shape[0]):
