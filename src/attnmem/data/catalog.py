@@ -188,11 +188,9 @@ def ensure(files: dict[str, Path], download: bool) -> None:
 def locate(path: Path) -> tuple[Dataset, Path] | None:
     """The dataset that places `path` (a member, or a file inside a member folder) and the folder it goes in."""
     for dataset in DATASETS.values():
-        for member in dataset.members:
-            if path.name == member:
-                return dataset, path.parent
-            if path.parent.name == member and member in ("en", "en-10k"):
-                return dataset, path.parent.parent
+        for at in (path, path.parent):  # the member itself, or a file in a member folder (babi/en/qa1_*.txt)
+            if at.name in dataset.members:
+                return dataset, at.parent
     return None
 
 

@@ -7,16 +7,13 @@ from pathlib import Path, PurePosixPath
 
 from attnmem.core.download import Remote, check_sha256, fetch
 from attnmem.core.errors import UserError
-from attnmem.data.catalog import fetch_hint
+from attnmem.data.catalog import DATASETS, fetch_hint
 from attnmem.data.classify.document import Document, parsed, split_documents
 
 __all__ = ["AclImdb"]
 
-URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
-# 84125825 bytes; the sha256 several independent projects pin for this URL (not checked against a download
-# here: no network on the development machine)
-SHA256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe"
-ARCHIVE = "aclImdb_v1.tar.gz"
+_REMOTE = DATASETS["aclimdb"].remotes[0]  # the URL, name and sha256 pinned once, in the catalog of the data folder
+URL, ARCHIVE, SHA256 = _REMOTE.url, _REMOTE.name, _REMOTE.sha256
 LABELS = ("neg", "pos")
 
 

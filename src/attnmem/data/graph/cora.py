@@ -13,14 +13,12 @@ import torch
 
 from attnmem.core.download import Remote, check_sha256, fetch
 from attnmem.core.errors import UserError
-from attnmem.data.catalog import fetch_hint
+from attnmem.data.catalog import DATASETS, fetch_hint
 from attnmem.data.graph.graph import Graph, check_split_options, row_normalized, split_nodes, undirected
 from attnmem.data.graph.text_files import SELF_LOOPS, parse_edges, parse_features, parse_labels, rows
 
-URL = "https://linqs-data.soe.ucsc.edu/public/lbc/cora.tgz"
-# 168052 bytes; the sha256 two unrelated public projects pin for this URL (not downloaded here: no network)
-SHA256 = "0d4ed463d1627bb7f3e8420effe8f5545fd492ae8f88dab44ce86cee7b26d7e8"
-ARCHIVE = "cora.tgz"
+_REMOTE = DATASETS["cora"].remotes[0]  # the URL, name and sha256 pinned once, in the catalog of the data folder
+URL, ARCHIVE, SHA256 = _REMOTE.url, _REMOTE.name, _REMOTE.sha256
 MEMBERS = ("cora.content", "cora.cites")
 
 
