@@ -18,7 +18,9 @@ from attnmem.core.download import Remote, fetch, progress
 from attnmem.core.errors import UserError
 from attnmem.data.qa.babi_download import ARCHIVE_ROOT, extract_babi
 
-__all__ = ["DATASETS", "Dataset", "check_data_dir", "data_dir", "ensure", "fetch_dataset", "fetch_hint", "locate"]
+__all__ = [
+    "DATASETS", "Dataset", "check_data_dir", "data_dir", "ensure", "fetch_dataset", "fetch_for", "fetch_hint", "locate",
+]
 
 Unpack = Callable[[Path, Path], object]  # (the downloaded archive, the dataset's folder)
 
@@ -33,12 +35,19 @@ class Dataset:
     members: tuple[str, ...]  # files or folders in `folder` that say it is there (a folder: not empty)
     recipes: tuple[str, ...]  # the experiments (and data options) that read it
     licence: str
-    about: str
     unpack: Unpack | None = None  # the archive's contents placed in the folder, then the archive deleted
+    members_pinned: bool = False  # `unpack` checks each extracted file against its own pinned sha256
 
     def missing(self, folder: Path) -> list[str]:
         """The members not in `folder`."""
         return [m for m in self.members if not _present(folder / m)]
+
+    @property
+    def checked_by(self) -> str:
+        """How what it places is checked: each download's pinned sha256, each extracted file's, or sizes only."""
+        if all(r.sha256 for r in self.remotes):
+            return "sha256"
+        return "sha256 per file" if self.members_pinned else "size only (unverified)"
 
 
 def _present(path: Path) -> bool:
@@ -79,8 +88,8 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
         ("memn2n_babi", "memn2n_babi_joint", "memn2n_babi10k_joint", "dnc_babi", "word2vec_babi", "data=babi",
          "data=babi_corpus"),
         "CC BY 3.0 (Weston et al. 2015, arXiv:1502.05698)",
-        "bAbI v1.2 QA tasks, English 1k (en/) and 10k (en-10k/)",
         extract_babi,
+        members_pinned=True,
     ),
     Dataset(
         "squad", "squad",
@@ -93,7 +102,6 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
         ("dcn_squad", "bidaf_squad", "dcn_squad_small", "bidaf_squad_small", "embeddings_squad",
          "classify_squad_topics", "data=squad", "data=squad_corpus", "data=squad_topics"),
         "CC BY-SA 4.0 (Rajpurkar et al. 2016, arXiv:1606.05250)",
-        "SQuAD v1.1 train (442 articles) and dev (48 articles)",
     ),
     Dataset(
         "glove.6B", "glove",
@@ -103,7 +111,6 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
         tuple(f"glove.6B.{d}d.txt" for d in (50, 100, 200, 300)),
         ("bidaf_squad",),
         _GLOVE_LICENCE,
-        "GloVe 6B (Wikipedia 2014 + Gigaword 5), 400k words, 50/100/200/300-d",
         _unzip(*(f"glove.6B.{d}d.txt" for d in (50, 100, 200, 300))),
     ),
     Dataset(
@@ -113,7 +120,6 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
         ("glove.840B.300d.txt",),
         ("dcn_squad",),
         _GLOVE_LICENCE,
-        "GloVe 840B (Common Crawl), 2.2M cased words, 300-d",
         _unzip("glove.840B.300d.txt"),
     ),
     Dataset(
@@ -124,7 +130,6 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
         ("cora.tgz",),
         ("data=cora",),
         "research use, LINQS (McCallum et al. 2000; Sen et al. 2008)",
-        "Cora citation graph, 2708 papers (read from the archive)",
     ),
     Dataset(
         "aclimdb", "aclimdb",
@@ -134,7 +139,6 @@ DATASETS: dict[str, Dataset] = {d.name: d for d in (
         ("aclImdb_v1.tar.gz",),
         ("data=aclimdb",),
         "research use, cite Maas et al. 2011 (ACL)",
-        "Large Movie Review Dataset v1, 50k IMDB reviews (read from the archive)",
     ),
 )}
 
@@ -169,12 +173,20 @@ def fetch_dataset(dataset: Dataset, folder: Path) -> list[str]:
     return missing
 
 
+def fetch_for(path: Path) -> bool:
+    """Fetch the dataset that places `path` (see `locate`) into its folder; False when no dataset places it."""
+    found = locate(path)
+    if found is not None:
+        fetch_dataset(*found)
+    return found is not None
+
+
 def ensure(files: dict[str, Path], download: bool) -> None:
     """Fetch the missing files (by option name) if `download`; else one line naming the command that fetches them."""
     missing = {option: path for option, path in files.items() if not path.is_file()}
     if download:
-        for dataset, folder in {locate(path) or (None, None) for path in missing.values()} - {(None, None)}:
-            fetch_dataset(dataset, folder)
+        for path in missing.values():
+            fetch_for(path)  # a dataset already fetched for another file is left alone
         missing = {option: path for option, path in missing.items() if not path.is_file()}
     if not missing:
         return

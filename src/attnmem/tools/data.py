@@ -32,7 +32,7 @@ def status(dataset: Dataset, root: Path) -> str:
     missing = dataset.missing(folder)
     if not missing:
         return "present"
-    partial = [partial_path(r, folder) for r in dataset.remotes if partial_path(r, folder).is_file()]
+    partial = [p for p in (partial_path(r, folder) for r in dataset.remotes) if p.is_file()]
     if partial:
         got = sum(p.stat().st_size for p in partial)
         return f"partial transfer ({got / 1e6:.0f} MB): fetch again to resume"
@@ -41,22 +41,13 @@ def status(dataset: Dataset, root: Path) -> str:
     return "missing"
 
 
-def checksum(dataset: Dataset) -> str:
-    """How a fetched file is checked: its pinned sha256, or only its size (unverified)."""
-    if all(r.sha256 for r in dataset.remotes):
-        return "sha256"
-    if dataset.name == "babi":
-        return "sha256 per file"
-    return "size only (unverified)"
-
-
 def table(root: Path) -> Table:
     """Every dataset: where it goes, its size and state, how it is checked, its licence and the recipes using it."""
     grid = Table(title=f"datasets in {root}", title_justify="left")
     for column in ("name", "folder", "download", "state", "checked by", "licence", "used by"):
         grid.add_column(column, overflow="fold")
     for d in DATASETS.values():
-        grid.add_row(d.name, f"{d.folder}/", _size([r.size for r in d.remotes]), status(d, root), checksum(d),
+        grid.add_row(d.name, f"{d.folder}/", _size([r.size for r in d.remotes]), status(d, root), d.checked_by,
                      d.licence, ", ".join(d.recipes))
     return grid
 

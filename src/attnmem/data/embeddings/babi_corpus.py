@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from attnmem.core.errors import UserError
-from attnmem.data.catalog import DATASETS, fetch_dataset
+from attnmem.data.catalog import fetch_for
 from attnmem.data.embeddings.folder import FolderCorpus
 
 _LINE = re.compile(r"(\d+) (.*)")
@@ -32,9 +32,8 @@ class BabiCorpus(FolderCorpus):
 
     def prepare_data(self) -> None:
         """Fetch the bAbI folders if asked and missing; then stop with one line when the folder holds no file."""
-        babi = DATASETS["babi"]
-        if self.download and not self.data_dir.is_dir() and self.data_dir.name in babi.members:
-            fetch_dataset(babi, self.data_dir.parent)
+        if self.download and not self.data_dir.is_dir():
+            fetch_for(self.data_dir)  # en/ or en-10k/: bAbI into its parent; another folder: nothing to fetch
         super().prepare_data()
 
     def read(self, path: Path) -> Iterator[str]:

@@ -17,7 +17,7 @@ from typing import ClassVar
 from attnmem.core.errors import UserError
 from attnmem.core.glove import Vectors, read_vectors
 from attnmem.core.text import read_utf8
-from attnmem.data.catalog import DATASETS, fetch_dataset, fetch_hint
+from attnmem.data.catalog import fetch_for, fetch_hint
 from attnmem.data.qa.babi_cache import load_cached, save_cached, tensor_path
 from attnmem.data.qa.babi_download import FOLDERS
 from attnmem.data.qa.babi_text import parse_babi
@@ -115,10 +115,9 @@ class BabiFiles:
             hint = fetch_hint(self.data_dir) or (": point it at an en/ or en-10k/ folder of bAbI v1.2 (`attnmem-data "
                                                  "fetch babi` places them in the data folder's babi/)")
             raise UserError(f"{where}: no bAbI files (qaN_*_train.txt){hint}")
-        if self.data_dir.name not in FOLDERS:
+        if not fetch_for(self.data_dir):
             raise UserError(f"data.source.download=true extracts the archive's folders {', '.join(FOLDERS)}, so "
                             f"data.source.data_dir must end in one of them, got {self.data_dir}")
-        fetch_dataset(DATASETS["babi"], self.data_dir.parent)
 
     def load(self, tasks: list[int], memory_size: int, *, fit_memory: bool = False) -> QAData:
         """The tasks' train, validation and (when every task has a test file) test tensors."""
