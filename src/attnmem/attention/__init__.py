@@ -12,211 +12,32 @@ one with `linear_in_key = True` (the same three) satisfies score(q, c·k) = c·s
 from __future__ import annotations
 
 import itertools
-import math
-from typing import ClassVar
+import warnings
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnmem.attention.additive_kernel import additive_scores
 from attnmem.attention.edges import attend_edges, read_edges
-from attnmem.core.float32 import in_float32
+from attnmem.attention.masks import allowed
+from attnmem.attention.scores import (
+    SCORES,
+    Additive,
+    Bilinear,
+    Cosine,
+    Dot,
+    LeakyConcat,
+    ScaledDot,
+    Trilinear,
+    score_factory,
+    softmax,
+)
 
 __all__ = [
-    "Additive", "Bilinear", "Cosine", "Dot", "LeakyConcat", "MultiHead", "ScaledDot", "Trilinear", "attend",
-    "attend_edges", "read_edges", "softmax",
+    "Additive", "Bilinear", "Cosine", "Dot", "LeakyConcat", "MultiHead", "ScaledDot", "Trilinear", "SCORES", "attend",
+    "attend_edges", "read_edges", "score_factory", "softmax",
 ]
-
-
-def softmax(scores: Tensor, dim: int = -1) -> Tensor:
-    """Softmax in at least float32: under mixed precision, bf16/fp16 scores give float32 weights that sum to 1."""
-    if scores.dtype in (torch.float32, torch.float64):
-        return torch.softmax(scores, dim=dim)
-    return torch.softmax(scores, dim=dim, dtype=torch.float32)
-
-
-def _check_dims(name: str, query_dim: int, key_dim: int, *, equal: bool) -> None:
-    if query_dim < 1 or key_dim < 1:
-        raise ValueError(f"{name}: query_dim and key_dim must be >= 1, got {query_dim} and {key_dim}")
-    if equal and query_dim != key_dim:
-        raise ValueError(
-            f"{name} needs query_dim == key_dim (got {query_dim} and {key_dim}); "
-            "use attention=bilinear or attention=additive for different widths"
-        )
-
-
-def _dot(query: Tensor, keys: Tensor) -> Tensor:
-    """qᵀk of `query (..., Tq, D)` and `keys (..., Tk, D)`: (..., Tq, Tk).
-
-    With one query (a memory read, a decoder step) it is computed as k q, so the keys' gradient comes out
-    contiguous: the backward of q kᵀ gives it transposed, which an embedding's backward then copies.
-    Batches of matrices go to `bmm` directly, without `matmul`'s reshapes and their backward.
-    """
-    if query.dim() == keys.dim() == 3 and query.shape[0] == keys.shape[0]:  # bmm: none of matmul's reshapes
-        if query.shape[1] == 1:
-            return torch.bmm(keys, query.transpose(1, 2)).transpose(1, 2)
-        return torch.bmm(query, keys.transpose(1, 2))
-    if query.shape[-2] == 1:
-        return (keys @ query.transpose(-1, -2)).transpose(-1, -2)
-    return query @ keys.transpose(-1, -2)
-
-
-class Dot(nn.Module):
-    """Dot-product score qᵀk (Luong et al. 2015, 'dot')."""
-
-    linear_in_query: ClassVar[bool] = True
-    linear_in_key: ClassVar[bool] = True
-
-    def __init__(self, query_dim: int, key_dim: int) -> None:
-        super().__init__()
-        _check_dims("Dot", query_dim, key_dim, equal=True)
-
-    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
-        return _dot(query, keys)  # (B, Tq, Tk)
-
-
-class ScaledDot(nn.Module):
-    """Scaled dot-product score qᵀk / √d (Vaswani et al. 2017, eq. 1)."""
-
-    linear_in_query: ClassVar[bool] = True
-    linear_in_key: ClassVar[bool] = True
-
-    def __init__(self, query_dim: int, key_dim: int) -> None:
-        super().__init__()
-        _check_dims("ScaledDot", query_dim, key_dim, equal=True)
-        self.scale = 1.0 / math.sqrt(key_dim)
-
-    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
-        return _dot(query, keys) * self.scale  # (B, Tq, Tk)
-
-
-class Bilinear(nn.Module):
-    """Bilinear score qᵀWk (Luong et al. 2015, 'general'); query and key widths may differ."""
-
-    linear_in_query: ClassVar[bool] = True
-    linear_in_key: ClassVar[bool] = True
-
-    def __init__(self, query_dim: int, key_dim: int) -> None:
-        super().__init__()
-        _check_dims("Bilinear", query_dim, key_dim, equal=False)
-        self.weight = nn.Parameter(torch.empty(query_dim, key_dim))
-        nn.init.xavier_uniform_(self.weight)
-
-    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
-        return (query @ self.weight) @ keys.transpose(-1, -2)  # (B, Tq, Tk)
-
-
-class Additive(nn.Module):
-    """Additive score e(q, k) = vᵀ tanh(W q + U k) (Bahdanau et al. 2015, eq. 6 / appendix A.1.2).
-
-    The formula runs as `additive_scores(W q, U k, v)`, a chunked kernel (`attention/additive_kernel.py`)
-    that never holds the (B, Tq, Tk, H) tensor of tanh(W q + U k) whole.
-    """
-
-    def __init__(self, query_dim: int, key_dim: int, hidden_dim: int | None = None) -> None:
-        super().__init__()
-        _check_dims("Additive", query_dim, key_dim, equal=False)
-        hidden_dim = hidden_dim or key_dim
-        if hidden_dim < 1:
-            raise ValueError(f"Additive: hidden_dim must be >= 1, got {hidden_dim}")
-        self.query_proj = nn.Linear(query_dim, hidden_dim, bias=False)  # W
-        self.key_proj = nn.Linear(key_dim, hidden_dim, bias=True)  # U (+ bias)
-        self.v = nn.Linear(hidden_dim, 1, bias=False)
-
-    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
-        """vᵀ tanh(W q + U k) for every query and key: (..., Tq, Tk)."""
-        q, k = self.query_proj(query), self.key_proj(keys)  # (..., Tq, H), (..., Tk, H)
-        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-        q = q.expand(*batch, *q.shape[-2:]).reshape(-1, *q.shape[-2:])  # (B, Tq, H)
-        k = k.expand(*batch, *k.shape[-2:]).reshape(-1, *k.shape[-2:]).to(q.dtype)  # (B, Tk, H)
-        scores = additive_scores(q, k, self.v.weight.squeeze(0).to(q.dtype))  # (B, Tq, Tk)
-        return scores.view(*batch, *scores.shape[-2:])
-
-
-class LeakyConcat(nn.Module):
-    """GAT's score LeakyReLU(aᵀ[q ‖ k]) = LeakyReLU(a_qᵀq + a_kᵀk) (Veličković et al. 2018, eq. 1 and 3).
-
-    The paper applies it to W h_i and W h_j; query and key widths may differ. Being monotone in a_kᵀk,
-    it ranks the keys alike for every query (the "static attention" of Brody et al. 2022, GATv2).
-    """
-
-    def __init__(self, query_dim: int, key_dim: int, negative_slope: float = 0.2) -> None:
-        super().__init__()
-        _check_dims("LeakyConcat", query_dim, key_dim, equal=False)
-        if negative_slope < 0:
-            raise ValueError(f"LeakyConcat: negative_slope must be >= 0, got {negative_slope}")
-        self.query_weight = nn.Parameter(torch.empty(query_dim))  # a_q, the first half of a
-        self.key_weight = nn.Parameter(torch.empty(key_dim))  # a_k, the second half
-        bound = math.sqrt(6.0 / (query_dim + key_dim + 1))  # Glorot on a (2F', 1), as the reference code
-        nn.init.uniform_(self.query_weight, -bound, bound)
-        nn.init.uniform_(self.key_weight, -bound, bound)
-        self.negative_slope = negative_slope
-
-    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
-        q = query @ self.query_weight.to(query.dtype)  # (B, Tq)
-        k = keys @ self.key_weight.to(keys.dtype)  # (B, Tk)
-        return F.leaky_relu(q.unsqueeze(-1) + k.unsqueeze(-2), self.negative_slope)  # (B, Tq, Tk)
-
-
-class Trilinear(nn.Module):
-    """BiDAF's similarity α(h, u) = wᵀ[h; u; h∘u] (Seo et al. 2017, eq. 1), w = [w₁; w₂; w₃].
-
-    Computed as w₁ᵀh + w₂ᵀu + (h∘w₃)ᵀu, never holding the (B, Tq, Tk, 3D) concatenation. Keys of another
-    width are first projected to the query's width (a linear map without bias), so any two widths work.
-    """
-
-    def __init__(self, query_dim: int, key_dim: int) -> None:
-        super().__init__()
-        _check_dims("Trilinear", query_dim, key_dim, equal=False)
-        self.key_proj = nn.Linear(key_dim, query_dim, bias=False) if key_dim != query_dim else None
-        bound = 1.0 / math.sqrt(3 * query_dim)  # nn.Linear(3D, 1)'s initialisation of w
-        self.weight = nn.Parameter(torch.empty(3, query_dim).uniform_(-bound, bound))  # rows w₁, w₂, w₃
-
-    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
-        keys = keys if self.key_proj is None else self.key_proj(keys)  # (B, Tk, Dq)
-        w = self.weight.to(query.dtype)
-        by_query = (query @ w[0]).unsqueeze(-1)  # w₁ᵀh: (B, Tq, 1)
-        by_key = (keys @ w[1]).unsqueeze(-2)  # w₂ᵀu: (B, 1, Tk)
-        return by_query + by_key + (query * w[2]) @ keys.transpose(-1, -2)  # (B, Tq, Tk)
-
-
-class Cosine(nn.Module):
-    """Cosine similarity times a temperature β (Graves et al. 2014, eq. 5-6).
-
-    `beta` is a fixed temperature (float) or, with `learn_beta=True`, its learned initial value.
-    Without a temperature (β = 1) cosine scores lie in [-1, 1] and softmax is nearly uniform.
-    """
-
-    def __init__(
-        self, query_dim: int, key_dim: int, beta: float = 10.0, learn_beta: bool = False, eps: float = 1e-8
-    ) -> None:
-        super().__init__()
-        _check_dims("Cosine", query_dim, key_dim, equal=True)
-        if beta <= 0:
-            raise ValueError(f"Cosine: beta must be > 0, got {beta}")
-        log_beta = torch.tensor(math.log(beta))
-        if learn_beta:
-            self.log_beta = nn.Parameter(log_beta)
-        else:
-            self.register_buffer("log_beta", log_beta)
-        self.eps = eps
-
-    @property
-    def beta(self) -> Tensor:
-        """The current temperature β."""
-        return self.log_beta.exp()
-
-    @in_float32  # β (or the NTM's key strength) multiplies it: 16-bit rounding would be amplified
-    def similarity(self, query: Tensor, keys: Tensor) -> Tensor:
-        """Cosine similarity K[q, k] in [-1, 1], without the temperature."""
-        # q·k / (|q| |k|), the norms dividing the (Tq, Tk) dots: no normalised copy of the keys (an NTM's memory)
-        q_norm = query.norm(dim=-1, keepdim=True).clamp_min(self.eps)  # (B, Tq, 1)
-        k_norm = keys.norm(dim=-1).clamp_min(self.eps).unsqueeze(-2)  # (B, 1, Tk)
-        return (query @ keys.transpose(-1, -2)) / (q_norm * k_norm)  # (B, Tq, Tk)
-
-    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
-        return self.beta * self.similarity(query, keys)  # (B, Tq, Tk)
 
 
 def attend(
@@ -225,30 +46,45 @@ def attend(
     values: Tensor,
     score: nn.Module,
     *,
-    mask: Tensor | None = None,
+    attn_mask: Tensor | None = None,
+    key_padding_mask: Tensor | None = None,
     need_weights: bool = True,
+    mask: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None]:
-    """Softmax attention of `query (B, Tq, Dq)` over `keys (B, Tk, Dk)`, reading `values (B, Tk, Dv)`.
+    """Softmax attention of `query` over `keys`, reading `values`: softmax(score(q, k)) v.
 
     Args:
-        mask: bool, True where a query may attend; broadcast to (B, Tq, Tk). A fully masked row
-            gives zero weights and a zero context.
+        query: the queries; `keys`, `values`: what they attend over.
+        score: a built score module, e.g. `ScaledDot(64, 64)`.
+        attn_mask: bool, True where a query may attend (as `F.scaled_dot_product_attention`); broadcast to
+            (B, Tq, Tk). A row with nothing to attend gives zero weights and a zero context.
+        key_padding_mask: bool (B, Tk), True where a key is padding (as `nn.MultiheadAttention`).
         need_weights: when False and `score` is `ScaledDot`, uses `F.scaled_dot_product_attention`
             and returns `None` for the weights.
+        mask: deprecated: `attn_mask` under its old name (the same meaning); removed in 0.4.
+
+    Shapes:
+        query (B, Tq, Dq), keys (B, Tk, Dk), values (B, Tk, Dv); unbatched: (Tq, Dq), (Tk, Dk), (Tk, Dv).
 
     Returns:
         `(context (B, Tq, Dv), weights (B, Tq, Tk) or None)`; the weights are at least float32.
     """
+    if mask is not None:
+        warnings.warn("attend(mask=...) is deprecated and goes in 0.4: use attn_mask= (the same meaning, True = may "
+                      "attend) or key_padding_mask= (True = padding)", DeprecationWarning, stacklevel=2)
+        attn_mask = mask if attn_mask is None else attn_mask & mask
+    scores_shape = torch.Size((*query.shape[:-1], keys.shape[-2]))  # (B, Tq, Tk)
+    keep = allowed(scores_shape, attn_mask, key_padding_mask)
     if not need_weights and type(score) is ScaledDot:
-        return _fast_scaled_dot(query, keys, values, mask), None
+        return _fast_scaled_dot(query, keys, values, keep), None
     scores = score(query, keys)  # (B, Tq, Tk)
-    if mask is None:
+    if keep is None:
         weights = softmax(scores)
     else:
-        mask = mask.expand_as(scores)
-        scores = scores.masked_fill(~mask, float("-inf"))
+        keep = keep.expand_as(scores)
+        scores = scores.masked_fill(~keep, float("-inf"))
         # a fully masked row would be NaN after softmax: give it zeros instead
-        weights = softmax(scores).masked_fill(~mask, 0.0)
+        weights = softmax(scores).masked_fill(~keep, 0.0)
     context = weights @ values  # (B, Tq, Dv)
     return context, weights
 
@@ -270,8 +106,11 @@ class MultiHead(nn.Module):
     bilinear or additive, learns them per head), and projects the concatenation.
     """
 
-    def __init__(self, model_dim: int, heads: int, score, *, dropout: float = 0.0) -> None:
+    def __init__(
+        self, model_dim: int, heads: int, score: str | Callable[..., nn.Module] = "scaled_dot", *, dropout: float = 0.0
+    ) -> None:
         super().__init__()
+        score = score_factory(score, owner="MultiHead")
         if heads < 1 or model_dim % heads:
             raise ValueError(f"MultiHead: heads ({heads}) must be >= 1 and divide model_dim ({model_dim})")
         self.heads, self.head_dim = heads, model_dim // heads
@@ -289,9 +128,40 @@ class MultiHead(nn.Module):
         return x.view(b, t, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
 
     def forward(
-        self, query: Tensor, keys: Tensor, values: Tensor, *, mask: Tensor | None = None, need_weights: bool = True
+        self,
+        query: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        *,
+        attn_mask: Tensor | None = None,
+        key_padding_mask: Tensor | None = None,
+        need_weights: bool = True,
+        mask: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """Attend `query (B, Tq, D)` over `keys`/`values (B, Tk, D)`; weights are (B, H, Tq, Tk)."""
+        """Attend `query` over `keys`/`values` with every head.
+
+        Args:
+            attn_mask: bool, True where a query may attend; broadcast to (B, Tq, Tk), the same for every head.
+            key_padding_mask: bool (B, Tk), True where a key is padding.
+            need_weights: False skips the weights (and, with `ScaledDot`, takes `F.scaled_dot_product_attention`).
+            mask: deprecated: `attn_mask` under its old name; removed in 0.4.
+
+        Shapes:
+            query (B, Tq, D), keys and values (B, Tk, D), D = model_dim.
+
+        Returns:
+            `(output (B, Tq, D), weights (B, H, Tq, Tk) or None)`.
+        """
+        if mask is not None:
+            warnings.warn("MultiHead(mask=...) is deprecated and goes in 0.4: use attn_mask= (the same meaning)",
+                          DeprecationWarning, stacklevel=2)
+            attn_mask = mask if attn_mask is None else attn_mask & mask
+        for name, x in (("query", query), ("keys", keys), ("values", values)):
+            if x.dim() != 3 or x.shape[-1] != self.heads * self.head_dim:
+                raise ValueError(f"MultiHead: {name} of shape {tuple(x.shape)}, expected (batch, length, "
+                                 f"{self.heads * self.head_dim})")
+        mask = allowed(torch.Size((query.shape[0], query.shape[1], keys.shape[1])), attn_mask, key_padding_mask,
+                       owner="MultiHead")
         b, tq, d = query.shape
         q, k, v = self._heads(self.q_proj(query)), self._heads(self.k_proj(keys)), self._heads(self.v_proj(values))
         if mask is not None:
@@ -299,13 +169,13 @@ class MultiHead(nn.Module):
         if self.shared:
             q, k, v = q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1)  # (B*H, T, Dh)
             folded = None if mask is None else mask.flatten(0, 1)  # (B*H, Tq, Tk)
-            context, weights = attend(q, k, v, self.scores[0], mask=folded, need_weights=need_weights)
+            context, weights = attend(q, k, v, self.scores[0], attn_mask=folded, need_weights=need_weights)
             context = context.unflatten(0, (b, self.heads))  # (B, H, Tq, Dh)
             weights = None if weights is None else weights.unflatten(0, (b, self.heads))  # (B, H, Tq, Tk)
         else:
             masks = [None] * self.heads if mask is None else mask.unbind(1)
             heads = [
-                attend(q[:, h], k[:, h], v[:, h], score, mask=masks[h], need_weights=need_weights)
+                attend(q[:, h], k[:, h], v[:, h], score, attn_mask=masks[h], need_weights=need_weights)
                 for h, score in enumerate(self.scores)
             ]  # per head: (B, Tq, Dh), (B, Tq, Tk)
             context = torch.stack([c for c, _ in heads], 1)  # (B, H, Tq, Dh)
