@@ -44,6 +44,36 @@ def test_load_run_returns_the_best_weights_vocabulary_and_config(compose_cfg, tm
     # the best checkpoint's weights: the validation accuracy the run reported for it
     assert correct / total == pytest.approx(json.loads((out / "metrics.json").read_text())["val/acc"], abs=1e-6)
     assert best_checkpoint(out).name.startswith("epoch")
+    _check_load_model(out, model, datamodule, batch)
+
+
+def _check_load_model(out, model, datamodule, batch):
+    # load_model: the same weights and sizes, without the datamodule ever being set up (no data read)
+    from attnmem.data.qa.datamodule import QADataModule
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(QADataModule, "setup", lambda *a, **k: pytest.fail("load_model read the data"))
+        loaded, dims, vocabulary, cfg = attnmem.load_model(out)
+        from_file = attnmem.load_model(best_checkpoint(out)).model
+    assert dims == datamodule.dims and vocabulary["vocab"] == datamodule.vocab and cfg.model.hops == 3
+    assert not loaded.training
+    for other in (loaded, from_file):
+        torch.testing.assert_close(other(batch).pred, model(batch).pred, rtol=0, atol=0)
+
+
+def test_load_model_refuses_what_it_cannot_load_in_one_line(tmp_path):
+    with pytest.raises(attnmem.core.errors.UserError, match=r"load_model: .*nowhere does not exist: pass a run"):
+        attnmem.load_model(tmp_path / "nowhere")
+    ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    ckpt.parent.mkdir(parents=True)
+    torch.save({"state_dict": {}}, ckpt)
+    with pytest.raises(attnmem.core.errors.UserError, match=r"config.yaml is missing: .*last.ckpt must be a run"):
+        attnmem.load_model(ckpt)
+    (tmp_path / "run" / ".hydra").mkdir()
+    (tmp_path / "run" / ".hydra" / "config.yaml").write_text("model: {}\n")
+    with pytest.raises(attnmem.core.errors.UserError, match=r"saved before attnmem 0.3 and records no data sizes: "
+                       r"attnmem.load_run\('.*run'\) rebuilds"):
+        attnmem.load_model(ckpt)
 
 
 def test_readme_example_answers_a_typed_story(compose_cfg, tmp_path, capsys):

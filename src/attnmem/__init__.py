@@ -5,15 +5,15 @@ from __future__ import annotations
 import typing
 
 __version__ = "0.2.0"
-__all__ = ["__version__", "load_run"]
+__all__ = ["__version__", "load_model", "load_run"]
 
 
 def __getattr__(name: str) -> typing.Any:
-    # `attnmem.load_run` imports torch and Lightning on first use, so `import attnmem` stays light
-    if name == "load_run":
-        from attnmem.runtime.load import load_run
+    # the loaders import torch and Lightning on first use, so `import attnmem` stays light
+    if name in ("load_model", "load_run"):
+        from attnmem.runtime import load
 
-        return load_run
+        return getattr(load, name)
     raise AttributeError(f"module 'attnmem' has no attribute {name!r}")
 
 

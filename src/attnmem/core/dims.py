@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+import torch
 from torch import Tensor
 
 
@@ -124,3 +125,17 @@ Dims = (QADims | SequenceDims | Seq2SeqDims | SpanDims | PatternsDims | GraphDim
 def kwargs(dims: Dims) -> dict[str, Any]:
     """The fields as a dict, values as they are (no copies: `embeddings` stays the same tensor)."""
     return {f.name: getattr(dims, f.name) for f in fields(dims)}
+
+
+def to_record(dims: Dims) -> dict[str, Any]:
+    """The dims as plain values for a checkpoint: the class name and the fields, a tensor by its shape only."""
+    values = {k: {"tensor_shape": list(v.shape)} if isinstance(v, Tensor) else v for k, v in kwargs(dims).items()}
+    return {"class": type(dims).__name__, "fields": values}
+
+
+def from_record(record: dict[str, Any]) -> Dims:
+    """The dims `to_record` recorded; a tensor comes back as zeros of its shape (the weights restore it)."""
+    classes = {cls.__name__: cls for cls in Dims.__args__}
+    values = {k: torch.zeros(v["tensor_shape"]) if isinstance(v, dict) and "tensor_shape" in v else v
+              for k, v in record["fields"].items()}
+    return classes[record["class"]](**values)

@@ -1,4 +1,8 @@
-"""Use a finished run: its model with the best checkpoint's weights, its datamodule and vocabulary, its config."""
+"""Use a finished run: its model with the best checkpoint's weights, its datamodule and vocabulary, its config.
+
+`load_model` rebuilds the model alone, from the run's config and the data sizes its checkpoint records, without
+reading any data; `load_run` also sets the datamodule up (it reads the run's data).
+"""
 
 from __future__ import annotations
 
@@ -9,13 +13,17 @@ from typing import Any, NamedTuple
 
 import lightning as L
 import torch
+from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 
+from attnmem.core import dims as dims_record
+from attnmem.core.dims import Dims
 from attnmem.core.errors import UserError
 from attnmem.data.qa.babi_text import tokenize
 from attnmem.data.qa.tensors import Example, vectorize
 from attnmem.runtime import checkpoint, legacy, run
+from attnmem.tasks.hooks import DIMS_KEY
 
 
 class LoadedRun(NamedTuple):
@@ -47,6 +55,49 @@ def load_run(run_dir: str | Path, replica: int | None = None) -> LoadedRun:
     model = run.build_model(cfg.model, cfg.attention, datamodule.dims)
     model.load_state_dict(_weights(state, run_dir, cfg.get("replicas", 1), replica))
     return LoadedRun(model.eval(), datamodule, cfg)
+
+
+class LoadedModel(NamedTuple):
+    """A trained model without its data: `model, dims, vocabulary, cfg = load_model(run_or_ckpt)`."""
+
+    model: nn.Module  # in eval mode, the checkpoint's weights
+    dims: Dims  # the data sizes it was built with (core/dims.py)
+    vocabulary: dict[str, Any]  # the datamodule's saved state: its vocabularies and widths ({} where it has none)
+    cfg: DictConfig  # the run's composed config (.hydra/config.yaml)
+
+
+def load_model(run_or_ckpt: str | Path, replica: int | None = None) -> LoadedModel:
+    """Rebuild a trained model from a run directory (its best checkpoint) or a checkpoint file, reading no data.
+
+    Args:
+        run_or_ckpt: a run directory `train.py` wrote, or a `.ckpt` file in its `checkpoints/`.
+        replica: of a `replicas=R` run, which replica (default: the one its metrics.json reports).
+
+    Returns:
+        `LoadedModel(model, dims, vocabulary, cfg)`; `model` is in eval mode.
+    """
+    path = Path(run_or_ckpt)
+    if path.is_dir():
+        run_dir, ckpt = path, best_checkpoint(path)
+    elif path.is_file():
+        run_dir, ckpt = path.parent.parent, path  # <run>/checkpoints/<name>.ckpt
+    else:
+        raise UserError(f"load_model: {path} does not exist: pass a run directory or a checkpoint file in one")
+    config = run_dir / ".hydra" / "config.yaml"
+    if not config.is_file():
+        raise UserError(f"load_model: {config} is missing: {path} must be a run directory of train.py or a "
+                        "checkpoint in its checkpoints/ folder (the model's options are in that config)")
+    cfg = OmegaConf.load(config)
+    legacy.check_config(cfg, run_dir)
+    state = checkpoint.load(ckpt)
+    if DIMS_KEY not in state:
+        raise UserError(f"{ckpt} was saved before attnmem 0.3 and records no data sizes: "
+                        f"attnmem.load_run('{run_dir}') rebuilds its model from the run's data")
+    dims = dims_record.from_record(state[DIMS_KEY])
+    model = run.build_model(cfg.model, cfg.attention, dims)
+    model.load_state_dict(_weights(state, run_dir, cfg.get("replicas", 1), replica))
+    vocabulary = state.get(get_class(cfg.data._target_).__qualname__, {})
+    return LoadedModel(model.eval(), dims, vocabulary, cfg)
 
 
 def _weights(state: dict[str, Any], run_dir: Path, count: int, replica: int | None) -> dict[str, Tensor]:

@@ -15,19 +15,21 @@ from typing import Any
 import lightning as L
 from torch import Tensor, nn
 
+from attnmem.core import dims
 from attnmem.tasks import optim
 from attnmem.tasks.metrics import Sums
 
 STAGES = {"train": "train", "val": "validation", "test": "test"}  # Lightning's name of each split in its hooks
 MODEL_KEY = "attnmem_model"  # the checkpoint's record of the model class its weights belong to
 TRAIN_KEY = "attnmem_train_metrics"  # the checkpoint's record of the last logged train/ metrics
+DIMS_KEY = "attnmem_dims"  # the checkpoint's record of the data sizes the model was built with (core.dims.to_record)
 SUMS_KEY = "attnmem_sums"  # the checkpoint's record of the module's running sums (an epoch may be under way)
 
 
 def on_save_checkpoint(module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
     """Record the model's class (evaluating with another model's config names both), the running sums of the
     epoch under way and the last logged `train/` metrics (what a run resumed with nothing left to train reports)."""
-    record_model(module.net, checkpoint)
+    record_model(module.net, checkpoint, module.trainer.datamodule)
     checkpoint[SUMS_KEY] = sums_state(module, synced=True)
     checkpoint[TRAIN_KEY] = {k: float(v) for k, v in module.trainer.callback_metrics.items() if k.startswith("train/")}
 
@@ -38,9 +40,11 @@ def on_load_checkpoint(module: L.LightningModule, checkpoint: dict[str, Any]) ->
         load_sums(module, checkpoint.get(SUMS_KEY, {}))
 
 
-def record_model(net: nn.Module, checkpoint: dict[str, Any]) -> None:
-    """Record the class of `net` in the checkpoint."""
+def record_model(net: nn.Module, checkpoint: dict[str, Any], datamodule: Any) -> None:
+    """Record the class of `net` and the data sizes it was built with (`load_model` needs no data)."""
     checkpoint[MODEL_KEY] = f"{type(net).__module__}.{type(net).__qualname__}"
+    if datamodule is not None:
+        checkpoint[DIMS_KEY] = dims.to_record(datamodule.dims)
 
 
 def sums_state(module: nn.Module, *, synced: bool = False) -> dict[str, dict[str, Tensor]]:

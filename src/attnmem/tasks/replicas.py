@@ -245,8 +245,8 @@ class Replicas(L.LightningModule):
         return optim.configure(self.parameters(), factory, first.scheduler_factory)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        hooks.record_model(self.members[0].net, checkpoint)
         data = self.trainer.datamodule
+        hooks.record_model(self.members[0].net, checkpoint, data)
         if hasattr(data, "inner"):  # evaluating and loading the run look the vocabulary up by the datamodule's name
             checkpoint[type(data.inner).__qualname__] = data.inner.state_dict()
         checkpoint["replicas"] = {
