@@ -69,10 +69,7 @@ def attend(
     Returns:
         `(context (B, Tq, Dv), weights (B, Tq, Tk) or None)`; the weights are at least float32.
     """
-    if mask is not None:
-        warnings.warn("attend(mask=...) is deprecated and goes in 0.4: use attn_mask= (the same meaning, True = may "
-                      "attend) or key_padding_mask= (True = padding)", DeprecationWarning, stacklevel=2)
-        attn_mask = mask if attn_mask is None else attn_mask & mask
+    attn_mask = _renamed(mask, attn_mask, "attend")
     scores_shape = torch.Size((*query.shape[:-1], keys.shape[-2]))  # (B, Tq, Tk)
     keep = allowed(scores_shape, attn_mask, key_padding_mask)
     if not need_weights and type(score) is ScaledDot:
@@ -87,6 +84,15 @@ def attend(
         weights = softmax(scores).masked_fill(~keep, 0.0)
     context = weights @ values  # (B, Tq, Dv)
     return context, weights
+
+
+def _renamed(mask: Tensor | None, attn_mask: Tensor | None, owner: str) -> Tensor | None:
+    # the deprecated `mask=`: `attn_mask` under its old name, the same meaning
+    if mask is None:
+        return attn_mask
+    warnings.warn(f"{owner}(mask=...) is deprecated and goes in 0.4: use attn_mask= (the same meaning, True = may "
+                  "attend) or key_padding_mask= (True = padding)", DeprecationWarning, stacklevel=3)
+    return mask if attn_mask is None else attn_mask & mask
 
 
 def _fast_scaled_dot(query: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
@@ -123,6 +129,12 @@ class MultiHead(nn.Module):
         self.shared = not any(True for _ in itertools.chain(self.scores.parameters(), self.scores.buffers()))
         self.dropout = nn.Dropout(dropout)
 
+    def _check_inputs(self, **inputs: Tensor) -> None:
+        for name, x in inputs.items():
+            if x.dim() != 3 or x.shape[-1] != self.heads * self.head_dim:
+                raise ValueError(f"MultiHead: {name} of shape {tuple(x.shape)}, expected (batch, length, "
+                                 f"{self.heads * self.head_dim})")
+
     def _heads(self, x: Tensor) -> Tensor:
         b, t, _ = x.shape
         return x.view(b, t, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
@@ -152,16 +164,9 @@ class MultiHead(nn.Module):
         Returns:
             `(output (B, Tq, D), weights (B, H, Tq, Tk) or None)`.
         """
-        if mask is not None:
-            warnings.warn("MultiHead(mask=...) is deprecated and goes in 0.4: use attn_mask= (the same meaning)",
-                          DeprecationWarning, stacklevel=2)
-            attn_mask = mask if attn_mask is None else attn_mask & mask
-        for name, x in (("query", query), ("keys", keys), ("values", values)):
-            if x.dim() != 3 or x.shape[-1] != self.heads * self.head_dim:
-                raise ValueError(f"MultiHead: {name} of shape {tuple(x.shape)}, expected (batch, length, "
-                                 f"{self.heads * self.head_dim})")
-        mask = allowed(torch.Size((query.shape[0], query.shape[1], keys.shape[1])), attn_mask, key_padding_mask,
-                       owner="MultiHead")
+        self._check_inputs(query=query, keys=keys, values=values)
+        mask = allowed(torch.Size((query.shape[0], query.shape[1], keys.shape[1])),
+                       _renamed(mask, attn_mask, "MultiHead"), key_padding_mask, owner="MultiHead")
         b, tq, d = query.shape
         q, k, v = self._heads(self.q_proj(query)), self._heads(self.k_proj(keys)), self._heads(self.v_proj(values))
         if mask is not None:
