@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
+from omegaconf import DictConfig, OmegaConf
+
 from attnmem.data.babi_simulator import generate_babi
+from attnmem.data.catalog import DATASETS
 from attnmem.data.span.span_generator import SpanGenerator
+from attnmem.runtime import run
 
 ARTICLES, PARAGRAPHS = 44, 7  # the CPU recipes take the first 40 articles; classify holds out 15% of 7 paragraphs
 GLOVE_WORDS = ("the", "of", "city", ". . .", "at the end")  # GloVe 840B has tokens with spaces in them
@@ -52,3 +57,27 @@ def write_data_folder(root: Path) -> Path:
     write_squad(root)
     write_glove(root)
     return root
+
+
+def datasets_named(cfg: DictConfig, root: Path) -> set[str]:
+    """The folders of the data folder `root` (their first path part) that the composed config's data options name."""
+    found, stack = set(), [OmegaConf.to_container(cfg.data, resolve=True)]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict | list):
+            stack.extend(node.values() if isinstance(node, dict) else node)
+        elif isinstance(node, str) and node.startswith(f"{root}/"):
+            found.add(Path(node).relative_to(root).parts[0])
+    return found
+
+
+def run_one_batch(compose_cfg: Callable[..., DictConfig], run_dir: Path, data_folder: Path, name: str) -> None:
+    """Experiment `name` trains one batch and validates on the data folder (no plots: the model tests draw them)."""
+    cfg = compose_cfg(f"experiment={name}", "debug=fdr", "trainer.enable_progress_bar=false", "~callbacks.plots",
+                      f"paths.data_dir={data_folder}", "threads=1")
+    # what it reads of the data folder is what `attnmem-data list` says it needs
+    assert datasets_named(cfg, data_folder) == {d.folder for d in DATASETS.values() if name in d.recipes}
+    run.train(cfg)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["global_step"] == 1
+    assert any(k.startswith("val/") for k in metrics), metrics
