@@ -1,5 +1,5 @@
-# Two commands: `make train` and `make test`. Torch is installed only when the venv has none,
-# from TORCH_SPEC, so a user's own CUDA build is kept (pyproject only asks for torch>=2.3).
+# Two commands: `make train` (installs the `train` extra) and `make test` (the `dev` extra). Torch is installed
+# only when the venv has none, from TORCH_SPEC, so a user's own CUDA build is kept (pyproject only asks for torch>=2.3).
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
@@ -14,7 +14,7 @@ $(BIN)/python:
 
 venv: $(BIN)/python
 	@$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q $(TORCH_SPEC)
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q -e ".[train]"
 
 dev: $(BIN)/python
 	@$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q $(TORCH_SPEC)

@@ -1,16 +1,6 @@
-"""Evaluate a finished run: `python eval.py run_dir=<run> [+data.x=...]` (its best checkpoint) or `ckpt_path=<file>`."""
+"""Evaluate a finished run from a checkout: `python eval.py run_dir=<run>`, the same as `attnmem-eval`."""
 
-import hydra
-from omegaconf import DictConfig
-
-from attnmem.runtime import cli
-
-
-@hydra.main(version_base="1.3", config_path="conf", config_name="eval")
-def main(cfg: DictConfig) -> dict | None:
-    """Hydra entry point of evaluation."""
-    return cli.guarded(cfg, "evaluate")
-
+from attnmem.eval import run
 
 if __name__ == "__main__":
-    cli.entry(main)
+    run()

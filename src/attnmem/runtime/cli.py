@@ -49,7 +49,7 @@ def one_line(err: CompactHydraException) -> str:
         group, _, name = err.missing_cfg_file.rpartition("/")
         return (
             f"{group}={name}: no such option; choose {group}={'|'.join(err.options)}, or add {group}/{name}.yaml "
-            "to conf/ or to a folder on hydra.searchpath"
+            "to a folder of yours and pass 'hydra.searchpath=[file://FOLDER]'"
         )
     text = " ".join(str(err).split())
     if isinstance(err, OverrideParseException):

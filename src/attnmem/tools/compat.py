@@ -2,7 +2,7 @@
 
 A model class declares `families`, a datamodule class its `family`; a model trains on data of its families.
 A model whose constructor takes a `score` uses the `attention=` option; the others ignore it.
-Run from the repository root (it reads `conf/model/*.yaml` and `conf/data/*.yaml`).
+It reads the packaged `conf/model/*.yaml` and `conf/data/*.yaml` (`--conf DIR` another config folder).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 from hydra.utils import get_class
 from omegaconf import OmegaConf
 
+from attnmem.core import packaged
 from attnmem.core.atomic import write_text
 from attnmem.core.errors import UserError
 
@@ -25,13 +26,14 @@ def _classes(conf: Path, group: str) -> dict[str, type]:
     """Option name -> the class its yaml's `_target_` names; one line when the folder holds none."""
     files = sorted((conf / group).glob("*.yaml"))
     if not files:
-        raise UserError(f"no {conf / group}/*.yaml: pass --conf <the config folder> (run from the repository "
-                        "root, where conf/ is)")
+        raise UserError(f"--conf {conf}: no {group}/*.yaml there; pass a config folder with model/ and data/ "
+                        "(or no --conf: attnmem's own)")
     return {p.stem: get_class(OmegaConf.load(p)._target_) for p in files}
 
 
-def table(conf: Path = Path("conf")) -> str:
+def table(conf: Path | None = None) -> str:
     """A markdown table: each model option, its families, the data options it serves, whether it uses `attention=`."""
+    conf = conf or packaged.conf_dir()
     models, data = _classes(conf, "model"), _classes(conf, "data")
     lines = ["| model | families | data | `attention=` |", "|---|---|---|---|"]
     for name, cls in models.items():
@@ -46,7 +48,7 @@ def uses_attention(model_cls: type) -> bool:
     return "score" in inspect.signature(model_cls).parameters
 
 
-def update(path: Path, conf: Path = Path("conf")) -> None:
+def update(path: Path, conf: Path | None = None) -> None:
     """Replace the table between the compat markers in `path` with the current one."""
     text = path.read_text()
     head, start, rest = text.partition(START)
@@ -60,7 +62,7 @@ def main() -> None:
     """Print the table, or write it into a markdown file between the compat markers."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--update", type=Path, help="markdown file to update in place (e.g. README.md)")
-    parser.add_argument("--conf", type=Path, default=Path("conf"), help="config folder (default: conf)")
+    parser.add_argument("--conf", type=Path, help="config folder (default: attnmem's own, attnmem/conf)")
     args = parser.parse_args()
     try:
         if args.update:

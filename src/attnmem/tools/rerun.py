@@ -1,7 +1,7 @@
 """Repeat a finished run: `python -m attnmem.tools.rerun <run_dir> [key=value ...]` (a new run directory).
 
 The command comes from the run's manifest (the overrides of its `.hydra/overrides.yaml`) and is composed
-again from `conf/` like `python train.py <overrides>`; `--config-dir <run>/.hydra` alone would lose the
+again from the packaged configs like `attnmem-train <overrides>`; `--config-dir <run>/.hydra` alone would lose the
 `hydra:` section. Resuming overrides (`resume=`, `ckpt_path=`) are dropped: the repeat trains from the
 start, which ends where the resumed run ended (random states travel in checkpoints).
 """
@@ -16,9 +16,10 @@ from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
+from attnmem.core import packaged
 from attnmem.core.errors import UserError
 from attnmem.runtime import manifest
-from attnmem.tools.sweep import CONFIG_NAME, CONFIG_PATH, train_job
+from attnmem.tools.sweep import CONFIG_NAME, train_job
 
 DROPPED = ("resume=", "ckpt_path=")
 
@@ -37,9 +38,9 @@ def overrides_of(run_dir: Path) -> list[str]:
 def rerun(run_dir: Path, extra: list[str] | None = None, conf_dir: Path | None = None) -> Any:
     """Train again with the run's overrides (plus `extra`), as `python train.py` would; return its result."""
     overrides = overrides_of(run_dir) + list(extra or [])
-    conf_dir = (conf_dir or Path.cwd() / CONFIG_PATH).resolve()
-    if not conf_dir.is_dir():
-        raise UserError(f"no {CONFIG_PATH}/ in {Path.cwd()}: run from the repository root (where train.py is)")
+    conf_dir = (conf_dir or packaged.conf_dir()).resolve()
+    if not (conf_dir / f"{CONFIG_NAME}.yaml").is_file():
+        raise UserError(f"{conf_dir}: no {CONFIG_NAME}.yaml there; pass a config folder with {CONFIG_NAME}.yaml")
     commit = manifest.read(run_dir)["git"]["commit"] if (run_dir / "manifest.json").is_file() else None
     if commit and commit != manifest.git_state(Path.cwd())["commit"]:
         print(f"note: {run_dir} was made at commit {commit[:10]}; this checkout differs", file=sys.stderr)

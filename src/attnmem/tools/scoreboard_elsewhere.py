@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 
+from attnmem.core import packaged
 from attnmem.tools import protocol as protocols
 from attnmem.tools.protocol import Protocol
 
@@ -30,7 +31,8 @@ def not_run(sweep_file: Path) -> str:
         f"## {proto.title}{NOT_RUN}",
         "",
         f"Paper: {proto.paper}. Published figures: {proto.figures['source']}.",
-        f"Command: `python -m attnmem.tools.sweep {sweep_file}` (the comments of the file give its data options).",
+        f"Command: `python -m attnmem.tools.sweep {packaged.sweep_label(sweep_file)}` (the comments of the file "
+        "give its data options).",
     ]
     figures = {**proto.figures["rows"], **{k: v for k, v in proto.figures["summary"].items() if k != "over"}}
     if figures:

@@ -1,7 +1,8 @@
 """Run a W&B sweep file (`sweeps/*.yaml`) locally as Hydra jobs, and summarise a finished sweep.
 
-    python -m attnmem.tools.sweep sweeps/memn2n_hops.yaml [--dry-run] [--launcher joblib] [--resume DIR] [key=value ...]
-    python -m attnmem.tools.sweep sweeps/paper/memn2n_babi1k.yaml --replicas 10   # each task's 10 seeds in one job
+    python -m attnmem.tools.sweep memn2n_hops [--dry-run] [--launcher joblib] [--resume DIR] [key=value ...]
+    python -m attnmem.tools.sweep paper/memn2n_babi1k --replicas 10   # each task's 10 seeds in one job
+    python -m attnmem.tools.sweep my_sweep.yaml                       # a file of yours
     python -m attnmem.tools.sweep report DIR | export.csv --sweep sweeps/X.yaml
 
 `grid` runs the grid, `random` `run_cap` points drawn (seeded) here, `bayes` Hydra's Optuna sweeper with
@@ -29,7 +30,7 @@ from hydra.types import HydraContext, RunMode
 from hydra.utils import get_class, to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
-from attnmem.core import atomic
+from attnmem.core import atomic, packaged
 from attnmem.core.errors import UserError
 from attnmem.runtime import cli
 from attnmem.tools import protocol, scoreboard, sweep_replicas, sweep_report
@@ -42,8 +43,8 @@ from attnmem.tools.sweep_spec import (
     random_points,
 )
 
-# train.py's @hydra.main(config_path="conf", config_name="train"), found beside the sweep file's program
-CONFIG_PATH, CONFIG_NAME = "conf", "train"
+# attnmem.train's @hydra.main(config_path="pkg://attnmem.conf", config_name="train"): the packaged configs
+CONFIG_NAME = "train"
 SPEC_FILE = "sweep.yaml"
 _ABSENT = object()
 
@@ -160,11 +161,9 @@ def run(
     replicas: int = 1,
 ) -> Path | None:
     """Check the sweep file, run its jobs (the unfinished ones of `resume`), then write the report."""
+    path = packaged.sweep_file(path)
     spec, extra = load_spec(path), list(extra or [])
-    conf_dir = Path(spec["program"]).resolve().parent / CONFIG_PATH
-    if not conf_dir.is_dir():
-        raise UserError(f"{path}: program: no {CONFIG_PATH}/ beside {spec['program']}; run from the repository root")
-    with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3", job_name="train"):
+    with initialize_config_dir(config_dir=str(packaged.conf_dir()), version_base="1.3", job_name="train"):
         if resume is not None:
             spec, jobs, extra, seed = _resumed(resume, path)
         else:
@@ -289,7 +288,7 @@ def main(argv: list[str] | None = None) -> None:
             report(args.source, sweep_file=args.sweep)
             return
         parser = argparse.ArgumentParser(prog="python -m attnmem.tools.sweep", description=__doc__.splitlines()[0])
-        parser.add_argument("file", type=Path)
+        parser.add_argument("file", type=Path, help="a sweep file, or a packaged sweep's name (memn2n_hops)")
         parser.add_argument("overrides", nargs="*", help="Hydra overrides added to every job (key=value)")
         parser.add_argument("--dry-run", action="store_true", help="print the jobs and stop")
         parser.add_argument("--launcher", choices=("basic", "joblib"), default="basic")
