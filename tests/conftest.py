@@ -16,7 +16,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 ROOT = Path(__file__).resolve().parents[1]
-CONF = ROOT / "conf"
+# the packaged configs and sweep files (attnmem/conf: `pkg://attnmem.conf`; attnmem/sweeps)
+CONF = ROOT / "src" / "attnmem" / "conf"
+SWEEPS = ROOT / "src" / "attnmem" / "sweeps"
 # Real data files reach only the tests that opt in through this (ATTNMEM_DATA_DIR, which .ci/run sets when it has
 # them); every other test, and every process a test starts, sees an empty data folder of the test session's.
 REAL_DATA = Path(os.environ["ATTNMEM_DATA_DIR"]) if os.environ.get("ATTNMEM_DATA_DIR") else None

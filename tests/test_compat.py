@@ -62,7 +62,7 @@ def test_user_configs_outside_the_repository_via_the_search_path(compose_cfg, tm
 
 def test_no_config_folder_is_one_line_not_an_empty_table(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("sys.argv", ["attnmem-compat"])
+    monkeypatch.setattr("sys.argv", ["attnmem-compat", "--conf", "empty"])
     try:
         compat.main()
     except SystemExit as done:
@@ -70,4 +70,15 @@ def test_no_config_folder_is_one_line_not_an_empty_table(tmp_path, monkeypatch, 
     else:
         raise AssertionError("attnmem-compat exited 0 without a config folder")
     err = capsys.readouterr()
-    assert err.out == "" and err.err == "error: no conf/model/*.yaml: pass --conf <the config folder> (run from the repository root, where conf/ is)\n"
+    assert err.out == "" and err.err == (
+        "error: --conf empty: no model/*.yaml there; pass a config folder with model/ and data/ (or no --conf: "
+        "attnmem's own)\n"
+    )
+
+
+def test_the_table_comes_from_the_packaged_configs_in_any_directory(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.argv", ["attnmem-compat"])
+    compat.main()
+    out = capsys.readouterr().out
+    assert out.strip() == compat.table(CONF) and out.count("\n") == len(list((CONF / "model").glob("*.yaml"))) + 2

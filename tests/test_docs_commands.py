@@ -2,16 +2,16 @@
 
 Commands are the lines of the fenced (```) and indented code blocks that start with `python ` or `make `,
 joined across a trailing `\\`, with `# comments` and a trailing `&` dropped. The rules for what they hold:
-- `python train.py ...` / `python eval.py ...` are composed through Hydra's compose API (nothing trains);
+- `python train.py ...` / `python eval.py ...` (and `python -m attnmem.train|eval ...`) are composed through Hydra's compose API (nothing trains);
   under `-m`, jobs that take every value of every swept key at least once; `--help` and `--cfg job` are dropped.
 - A placeholder `<...>` inside a value stands for a value of the user's (`<run>` -> `placeholder`); a bare
   `...` argument stands for more options and is dropped; a value `...` (`data.source.data_dir=...`) is kept.
 - `key=a | b | c` lists alternatives: the command is composed once with each.
 - A `file://` search path names a folder of the user's: the test writes one with a `model/` and an
   `experiment/` yaml for the names the command uses.
-- `python -m attnmem.tools.sweep sweeps/<file>.yaml key=value ...` runs with `--dry-run` added (every job
-  composed with the command's overrides; the files alone are tests/test_sweep_files.py's); `sweeps/X.yaml`
-  stands for any sweep file.
+- `python -m attnmem.tools.sweep <sweep> key=value ...` (a packaged sweep's name or path, `memn2n_hops`,
+  `sweeps/memn2n_hops.yaml`) runs with `--dry-run` added (every job composed with the command's overrides; the
+  files alone are tests/test_sweep_files.py's); `sweeps/X.yaml` stands for any sweep file.
 - Any other `python -m <module>` or `python <script>.py` runs with `--help` only (in-process; it must exit 0),
   a `report` subcommand with `report --help`; `python -m pytest` is this suite itself; `make <target>` runs as
   `make -n <target>` (a dry run).
@@ -32,6 +32,9 @@ from conftest import CONF, ROOT
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
+
+from attnmem.core import packaged
+from attnmem.core.errors import UserError
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```")
@@ -122,13 +125,21 @@ def user_conf(tmp_path: Path, overrides: list[str]) -> Path:
     return folder
 
 
+def is_sweep(name: str) -> bool:
+    """Whether a sweep command's first argument names a sweep file (a path, or a packaged sweep's name)."""
+    try:
+        return packaged.sweep_file(name).is_file()
+    except UserError:
+        return False
+
+
 def run_help(words: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """Run a module or script with `--help` (a sweep file with `--dry-run`) in this process."""
     target = words[2] if words[1] == "-m" else words[1]
     rest = words[3:] if words[1] == "-m" else words[2:]
     argv = [target, *(["report"] if rest[:1] == ["report"] else []), "--help"]
     # a sweep file with overrides of the command's own: every job composed (tests/test_sweep_files.py covers the files)
-    if target == "attnmem.tools.sweep" and Path(rest[0]).is_file() and "--resume" not in rest and "=" in "".join(rest):
+    if target == "attnmem.tools.sweep" and is_sweep(rest[0]) and "--resume" not in rest and "=" in "".join(rest):
         argv = [target, *rest, "--dry-run"]
     monkeypatch.setattr(sys, "argv", argv)
     try:
@@ -152,5 +163,7 @@ def test_documented_command_runs_as_written(where: str, words: list[str], tmp_pa
         assert done.returncode == 0, f"{where}: {done.stderr}"
     elif words[1] in ("train.py", "eval.py"):
         assert compose_all(words[1].removesuffix(".py"), words[2:], tmp_path) >= 1, where
+    elif words[1:3] in (["-m", "attnmem.train"], ["-m", "attnmem.eval"]):
+        assert compose_all(words[2].removeprefix("attnmem."), words[3:], tmp_path) >= 1, where
     elif words[1:3] != ["-m", "pytest"]:
         run_help(words, monkeypatch)

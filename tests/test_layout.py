@@ -16,6 +16,7 @@ from hydra.utils import get_class
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "attnmem"
+CONF = SRC / "conf"  # the packaged configs
 # bottom to top; a module may import its own layer and those below
 LAYERS = ("core", "attention", "blocks", "models", "nn", "data", "evaluation", "tasks", "callbacks", "runtime", "tools")
 TOP = len(LAYERS)  # attnmem/__init__.py and __main__.py: the package's front door, above every layer
@@ -74,7 +75,7 @@ def kinds(src: Path, conf: Path) -> dict[str, set[str]]:
     return targets
 
 
-def violations(src: Path = SRC, conf: Path = ROOT / "conf") -> list[str]:
+def violations(src: Path = SRC, conf: Path = CONF) -> list[str]:
     """Every import against the layer rules, as `file:line: imports X: rule`."""
     of_kind = kinds(src, conf)
     found = []
@@ -112,7 +113,7 @@ def test_the_layer_check_fails_on_an_upward_or_sideways_import(tmp_path: Path) -
     ntm.write_text(ntm.read_text() + "\nfrom attnmem.runtime.run import setup\nfrom attnmem.models import memn2n\n")
     qa = src / "tasks" / "qa.py"
     qa.write_text(qa.read_text() + "\nimport attnmem.data.algorithmic\n")
-    found = violations(src, ROOT / "conf")
+    found = violations(src, CONF)
     lines = len(ntm.read_text().splitlines())
     assert found == [
         f"src/attnmem/models/ntm.py:{lines - 1}: imports attnmem.runtime.run: models/ may not import the higher layer "

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import SWEEPS
 
 from attnmem.core.errors import UserError
 from attnmem.tools import protocol, scoreboard
@@ -152,7 +153,7 @@ def test_the_command_writes_the_newest_run_of_each_protocol(tmp_path, monkeypatc
     per_task_run(tmp_path)
     sweep_files(tmp_path, name="other", title="Another paper")  # a protocol that has not run
     monkeypatch.chdir(tmp_path)
-    scoreboard.main(["--out", "board.md"])
+    scoreboard.main(["--out", "board.md", "--protocols", "sweeps/paper"])
     text = (tmp_path / "board.md").read_text()
     assert text.startswith("# Scoreboard") and "| 2 | 30.0 ✗ |" in text
     assert "## Another paper (not run on this machine yet)" in text
@@ -169,7 +170,7 @@ def test_a_protocol_whose_runs_are_elsewhere_keeps_its_table(tmp_path, monkeypat
     board.write_text(f"# Scoreboard\n\n## Tiny per task\n\nan old table\n\n{other}\n## A third paper (not run on this "
                      "machine yet)\n\nold\n")
     monkeypatch.chdir(tmp_path)
-    scoreboard.main(["--out", "board.md"])
+    scoreboard.main(["--out", "board.md", "--protocols", "sweeps/paper"])
     text = board.read_text()
     assert "an old table" not in text and "| 2 | 30.0 ✗ |" in text  # the run here replaces its old table
     assert "\n" + other in text and text.index("## Another paper") < text.index("## A third paper")
@@ -209,14 +210,14 @@ def test_no_protocol_run_is_one_line(tmp_path, monkeypatch, capsys):
     sweep_files(tmp_path)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as info:
-        scoreboard.main([])
+        scoreboard.main(["--protocols", "sweeps/paper"])
     err = capsys.readouterr().err
     assert info.value.code == 1 and "error: no protocol run to put on the scoreboard (1 protocols" in err
     assert len(err.strip().splitlines()) == 1
 
 
 def test_the_shipped_protocols_load_with_their_figures():
-    root = Path(__file__).parents[1] / "sweeps" / "paper"
+    root = SWEEPS / "paper"
     files = sorted(p for p in root.glob("*.yaml") if not p.name.endswith(".protocol.yaml") and p.name != "figures.yaml")
     assert files
     for sweep_file in files:
@@ -238,7 +239,6 @@ def test_a_bad_protocol_stops_the_sweep_before_any_job_in_one_line(tmp_path, mon
     from attnmem.tools import sweep  # noqa: PLC0415
 
     sweep_file = sweep_files(tmp_path, select_by="x")
-    monkeypatch.chdir(Path(__file__).parents[1])  # program: train.py, beside conf/
     with pytest.raises(SystemExit) as info:
         sweep.main([str(sweep_file), "--dry-run"])
     err = capsys.readouterr().err.strip()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import CONF, ROOT
+from conftest import CONF, ROOT, SWEEPS
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
@@ -45,7 +45,7 @@ def _write(tmp_path: Path, **changes) -> Path:
 
 @pytest.fixture(autouse=True)
 def _in_repo(monkeypatch, tmp_path):
-    # program: train.py is found from the working directory; outputs go under ATTNMEM_ROOT
+    # the configs are the package's, whatever the working directory; outputs go under ATTNMEM_ROOT
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("ATTNMEM_ROOT", str(tmp_path))
 
@@ -180,7 +180,7 @@ def test_random_draws_are_seeded_and_dry_run_prints_the_jobs(tmp_path, capsys):
     first, again = sweep_spec.random_points(spec, seed=3), sweep_spec.random_points(spec, seed=3)
     assert first == again and first != sweep_spec.random_points(spec, seed=4) and len(first) == 5
     assert all(1e-4 <= p["optimizer.lr"] <= 1e-1 and 8 <= p["model.embed_dim"] <= 64 for p in first)
-    sweep.main([str(ROOT / "sweeps" / "memn2n_hops.yaml"), "--dry-run", "data.source.num_train=10"])
+    sweep.main([str(SWEEPS / "memn2n_hops.yaml"), "--dry-run", "data.source.num_train=10"])
     printed = capsys.readouterr().out.splitlines()
     assert printed[-1] == "27 jobs"
     assert (
@@ -432,7 +432,7 @@ def test_replicas_fold_a_sweeps_seeds_into_jobs_and_its_report_unfolds_them(tmp_
         ["a=1", "seed=5", "replicas=1"],
         ["a=2", "seed=0", "replicas=1"],
     ]
-    sweep.main([str(ROOT / "sweeps" / "paper" / "memn2n_babi1k.yaml"), "--dry-run", "--replicas", "10"])
+    sweep.main(["paper/memn2n_babi1k", "--dry-run", "--replicas", "10"])
     printed = capsys.readouterr().out.splitlines()
     assert printed[-1] == "20 jobs"  # 20 tasks x 10 seeds as 20 jobs of 10 replicas, picked by training error
     assert printed[0].endswith("seed=0 replicas=10 replica_select=train/error:min")

@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import CONF, ROOT
+from conftest import CONF, SWEEPS
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
 from attnmem.tools import sweep_spec
 
-FILES = sorted((ROOT / "sweeps").glob("*.yaml")) + sorted(
-    p for p in (ROOT / "sweeps" / "paper").glob("*.yaml") if p.name != "figures.yaml" and ".protocol." not in p.name
+FILES = sorted(SWEEPS.glob("*.yaml")) + sorted(
+    p for p in (SWEEPS / "paper").glob("*.yaml") if p.name != "figures.yaml" and ".protocol." not in p.name
 )  # the paper protocols are sweep files too (their sidecars and figures are not)
 
 

@@ -12,7 +12,7 @@ from conftest import ROOT
 
 SHARED = re.compile(r"shared/(data|papers)|\.\./shared")
 MACHINE = re.compile(r"(?<![\w.])/(work|home|Users|root|tmp|mnt|scratch)/")  # an absolute path of some machine
-SHIPPED = ("README.md", "docs/", "conf/", "sweeps/", "benchmarks/", "src/")
+SHIPPED = ("README.md", "docs/", "benchmarks/", "src/")  # src/attnmem/conf/, src/attnmem/sweeps/ too
 
 
 def tracked() -> list[str]:
