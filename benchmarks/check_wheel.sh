@@ -17,7 +17,7 @@ fresh_venv() {  # a venv with torch alone; its package list in $1/before.txt
 }
 added() {  # how many packages the last install added (pip, setuptools and torch's own left out)
   "$1/bin/pip" freeze --all | sort > "$1/after.txt"
-  comm -13 <(cut -d= -f1 "$1/before.txt" | sed 's/ @.*//') <(cut -d= -f1 "$1/after.txt" | sed 's/ @.*//') > "$1/added.txt"
+  comm -13 <(cut -d= -f1 "$1/before.txt" | sed 's/ @.*//' | sort) <(cut -d= -f1 "$1/after.txt" | sed 's/ @.*//' | sort) > "$1/added.txt"
   wc -l < "$1/added.txt" | tr -d ' '
 }
 
