@@ -29,9 +29,10 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
 
 from attnmem.attention import ScaledDot
+from attnmem.core import packaged
 from attnmem.runtime import run
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = packaged.conf_dir()  # the packaged configs (src/attnmem/conf)
 BUDGET_SECONDS = 270  # stop starting new models after this: the whole check stays under 5 minutes
 REPLICA_BUDGET_SECONDS = 180  # the same for the replicas section, which comes after
 

@@ -24,9 +24,10 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, open_dict
 
+from attnmem.core import packaged
 from attnmem.runtime.run import setup
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = packaged.conf_dir()  # the packaged configs (src/attnmem/conf)
 # Lightning's loop alone: no callbacks (but the run's monitor check), logger, progress bar or checkpointing
 BARE = ["~callbacks", "~logger", "trainer.enable_progress_bar=false", "+trainer.enable_checkpointing=false"]
 

@@ -19,7 +19,6 @@ import functools
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -27,10 +26,11 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 from attnmem.attention import Dot
+from attnmem.core import packaged
 from attnmem.models.memn2n import MemN2N
 
 Batch = dict[str, torch.Tensor]
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = packaged.conf_dir()  # the packaged configs (src/attnmem/conf)
 
 
 def floor_logits(words: list[torch.Tensor], times: list[torch.Tensor], batch: Batch, pe: torch.Tensor,

@@ -30,9 +30,10 @@ from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
 
+from attnmem.core import packaged
 from attnmem.runtime.run import setup
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = packaged.conf_dir()  # the packaged configs (src/attnmem/conf)
 CASES = {
     "memn2n": (["model=memn2n", "data=babi_gen"], 10),  # 50 memory slots
     "memn2n10": (["model=memn2n", "data=babi_gen", "data.memory_size=10"], 10),  # task 1's own size (fit_memory)

@@ -21,11 +21,12 @@ from tempfile import TemporaryDirectory
 import torch
 import yaml
 
+from attnmem.core import packaged
 from attnmem.data.catalog import data_dir
 from attnmem.tools import sweep
 
 ROOT = Path(__file__).resolve().parents[1]
-PROTOCOL = ROOT / "sweeps" / "paper" / "memn2n_babi1k.yaml"
+PROTOCOL = packaged.sweeps_dir() / "paper" / "memn2n_babi1k.yaml"
 
 
 def shrunk(out: Path, tasks: int) -> Path:

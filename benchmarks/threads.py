@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 from tempfile import TemporaryDirectory
 
 import lightning as L
@@ -19,9 +18,10 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import open_dict
 
+from attnmem.core import packaged
 from attnmem.runtime.run import build_model
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+CONF = packaged.conf_dir()  # the packaged configs (src/attnmem/conf)
 
 
 def steps_per_second(cfg, threads: int, steps: int) -> float:
