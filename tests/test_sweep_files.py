@@ -37,6 +37,18 @@ def _points(spec: dict, groups: set[str]) -> list[dict]:
     return full if len(full) <= len(points) else points  # the whole grid whenever it is no larger
 
 
+def wandb_args(point: dict) -> list[str]:
+    """W&B's own `${args_no_hyphens}` of a point (what `wandb agent` passes); the runner writes them without W&B."""
+    utils = pytest.importorskip("wandb.sdk.launch.sweeps.utils")
+    return utils.create_sweep_command_args({"args": {k: {"value": v} for k, v in point.items()}})["args_no_hyphens"]
+
+
+def test_the_overrides_are_written_as_wandb_agent_writes_them():
+    point = {"model.hops": 2, "optimizer.lr": 0.001, "attention": "dot", "data.tasks": [1, 2], "flag": False,
+             "x": None, "y": 1e-05, "z": "a b"}
+    assert sweep_spec.args_no_hyphens(point) == wandb_args(point)
+
+
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
 def test_every_job_of_the_sweep_file_composes(path: Path):
     spec = sweep_spec.load_spec(path)
@@ -48,6 +60,7 @@ def test_every_job_of_the_sweep_file_composes(path: Path):
         groups = {k for k in spec["parameters"] if loader.get_group_options(k)}
         for point in _points(spec, groups):
             overrides = sweep_spec.args_no_hyphens(point)  # the exact strings wandb agent passes
+            assert overrides == wandb_args(point)
             try:
                 cfg = compose("train", overrides=overrides, return_hydra_config=True)
             except Exception as err:  # any Hydra error: this job would fail under wandb agent

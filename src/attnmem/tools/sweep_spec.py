@@ -204,10 +204,10 @@ def _is_int(value: Any) -> bool:
 
 
 def args_no_hyphens(point: dict[str, Any]) -> list[str]:
-    """The Hydra overrides `wandb agent` passes for one point of a sweep (W&B's own formatting)."""
-    from wandb.sdk.launch.sweeps.utils import create_sweep_command_args  # noqa: PLC0415 - W&B: 0.8 s to import
-
-    return create_sweep_command_args({"args": {k: {"value": v} for k, v in point.items()}})["args_no_hyphens"]
+    """The Hydra overrides `wandb agent` passes for one point of a sweep: `key=value` with Python's str() of the
+    value, as W&B's `create_sweep_command_args` writes them (tests/test_sweep_files.py compares the two), so the
+    runner needs no W&B."""
+    return [f"{key}={value}" for key, value in point.items()]
 
 
 def grid_values(param: dict[str, Any]) -> list[Any]:
