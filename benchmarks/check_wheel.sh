@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The wheel as a user meets it: build it, install it into fresh venvs (torch first, as `make` does), count what
 # each install adds, and run the layers without extras and the command line with [train] from outside the checkout.
-#   bash benchmarks/check_wheel.sh            # PYTHON=python3.11 TORCH_SPEC="torch==2.13.0" WORK=/tmp/check_wheel
+#   bash benchmarks/check_wheel.sh   # env: PYTHON (python3), TORCH_SPEC (torch==2.13.0), WORK (a folder in $TMPDIR)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
-WORK=${WORK:-/tmp/check_wheel}
+WORK=${WORK:-${TMPDIR:-/tmp}/attnmem_check_wheel}
 rm -rf "$WORK" && mkdir -p "$WORK/dist" "$WORK/run"
 
 seconds() { local t0=$1; echo "$(date +%s.%N) - $t0" | bc | xargs printf "%.1f"; }
