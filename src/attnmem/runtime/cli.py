@@ -21,7 +21,7 @@ from omegaconf import DictConfig
 from omegaconf.errors import MissingMandatoryValue
 
 from attnmem.core.errors import UserError
-from attnmem.runtime import run_dir_guard
+from attnmem.runtime import extras, run_dir_guard
 
 # the user's HYDRA_FULL_ERROR=1 asks for tracebacks; `entry` sets that variable for Hydra, so this one keeps theirs
 FULL_ERROR = "ATTNMEM_FULL_ERROR"
@@ -41,12 +41,19 @@ def entry(main: Callable[[], Any]) -> Any:
     except CompactHydraException as err:
         print(f"error: {one_line(err)}", file=sys.stderr)
         raise SystemExit(1) from None
+    except RuntimeError as err:  # a Hydra plugin of an extra that is not installed (hydra/launcher=joblib)
+        if (text := extras.missing(err)) is None:
+            raise
+        print(f"error: {text}", file=sys.stderr)
+        raise SystemExit(1) from None
 
 
 def one_line(err: CompactHydraException) -> str:
     """Hydra's message on one line; an unknown group option lists the group's options."""
     if isinstance(err, MissingConfigException) and err.missing_cfg_file and err.options:
         group, _, name = err.missing_cfg_file.rpartition("/")
+        if plugin := extras.option(group, name):
+            return plugin
         return (
             f"{group}={name}: no such option; choose {group}={'|'.join(err.options)}, or add {group}/{name}.yaml "
             "to a folder of yours and pass 'hydra.searchpath=[file://FOLDER]'"
@@ -66,12 +73,16 @@ def guarded(cfg: DictConfig, entry: str) -> Any:
     try:
         with distributed.job_scope():
             return getattr(run, entry)(cfg)
-    except (UserError, ValueError, MissingMandatoryValue) as err:
-        if os.environ.get(FULL_ERROR, os.environ.get("HYDRA_FULL_ERROR")) == "1":
+    except (UserError, ValueError, MissingMandatoryValue, ImportError, CompactHydraException) as err:
+        # a missing module of an extra (logger=wandb without W&B) may come wrapped in Hydra's instantiation error
+        text = extras.missing(err)
+        if os.environ.get(FULL_ERROR, os.environ.get("HYDRA_FULL_ERROR")) == "1" or (
+            text is None and isinstance(err, (ImportError, CompactHydraException))
+        ):
             raise
         if isinstance(err, MissingMandatoryValue):  # a `???` in the yaml that the command line did not fill
-            err = f"{err.full_key} needs a value (??? in the config): pass {err.full_key}=..."
-        print(f"error: {err}", file=sys.stderr)
+            text = f"{err.full_key} needs a value (??? in the config): pass {err.full_key}=..."
+        print(f"error: {text or err}", file=sys.stderr)
         if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
             return None
         if HydraConfig.initialized():
