@@ -10,6 +10,7 @@ import pytest
 from conftest import FAST
 from hydra.errors import InstantiationException, MissingConfigException
 
+from attnmem.core.errors import UserError
 from attnmem.runtime import cli, extras
 
 
@@ -54,3 +55,11 @@ def test_logger_wandb_without_wandb_is_one_line(compose_cfg, monkeypatch, capsys
     assert info.value.code == 1 and err[-1] == (
         "error: logger=wandb needs wandb, which is not installed: pip install 'attnmem[wandb]'"
     ), err
+
+
+def test_the_sweep_runner_checks_its_plugin_before_any_job(monkeypatch):
+    extras.require("hydra_joblib_launcher")  # installed with the dev extra
+    monkeypatch.setattr(extras.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(UserError, match=r"^hydra/launcher=joblib \(--launcher joblib\) needs hydra-joblib-launcher, "
+                                        r"which is not installed: pip install 'attnmem\[sweeps\]'$"):
+        extras.require("hydra_joblib_launcher")

@@ -3,7 +3,10 @@ holds the layers only; the command line is `attnmem[train]`, the rest comes with
 
 from __future__ import annotations
 
+import importlib.util
 import re
+
+from attnmem.core.errors import UserError
 
 # an importable top-level module -> (the extra that installs it, what needs it)
 MODULES = {
@@ -49,3 +52,13 @@ def option(group: str, name: str) -> str | None:
     plugin is not installed."""
     plugin = {"hydra/sweeper/optuna": "hydra_optuna_sweeper"}.get(f"{group}/{name}")
     return _line(plugin, *PLUGINS[plugin]) if plugin else None
+
+
+def require(plugin: str) -> None:
+    """Stop in one line when the Hydra plugin `plugin` (`hydra_joblib_launcher`) of an extra is not installed."""
+    try:
+        found = importlib.util.find_spec(f"hydra_plugins.{plugin}") is not None
+    except ModuleNotFoundError:  # no Hydra plugin at all
+        found = False
+    if not found:
+        raise UserError(_line(plugin, *PLUGINS[plugin]))

@@ -32,7 +32,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnmem.core import atomic, packaged
 from attnmem.core.errors import UserError
-from attnmem.runtime import cli
+from attnmem.runtime import cli, extras
 from attnmem.tools import protocol, scoreboard, sweep_replicas, sweep_report
 from attnmem.tools.sweep_spec import (
     args_no_hyphens,
@@ -178,6 +178,10 @@ def run(
         if dry_run:
             _print_plan(spec, jobs, extra)
             return None
+        if launcher == "joblib":
+            extras.require("hydra_joblib_launcher")
+        if spec["method"] == "bayes":
+            extras.require("hydra_optuna_sweeper")
         out = resume or sweep_dir(spec, compose(CONFIG_NAME, overrides=first))  # extra may need the sweep's groups
         pending = [i for i, _ in enumerate(jobs) if not (out / str(i) / "metrics.json").is_file()]
         _save(out, path, spec, jobs, extra, seed)
