@@ -36,7 +36,7 @@ def overrides_of(run_dir: Path) -> list[str]:
 
 
 def rerun(run_dir: Path, extra: list[str] | None = None, conf_dir: Path | None = None) -> Any:
-    """Train again with the run's overrides (plus `extra`), as `python train.py` would; return its result."""
+    """Train again with the run's overrides (plus `extra`), as `attnmem-train` would; return its result."""
     overrides = overrides_of(run_dir) + list(extra or [])
     conf_dir = (conf_dir or packaged.conf_dir()).resolve()
     if not (conf_dir / f"{CONFIG_NAME}.yaml").is_file():
@@ -44,7 +44,7 @@ def rerun(run_dir: Path, extra: list[str] | None = None, conf_dir: Path | None =
     commit = manifest.read(run_dir)["git"]["commit"] if (run_dir / "manifest.json").is_file() else None
     if commit and commit != manifest.git_state(Path.cwd())["commit"]:
         print(f"note: {run_dir} was made at commit {commit[:10]}; this checkout differs", file=sys.stderr)
-    print("python train.py " + " ".join(overrides))
+    print("attnmem-train " + " ".join(overrides))
     with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3", job_name="train"):
         return GlobalHydra.instance().hydra.run(CONFIG_NAME, train_job, overrides).return_value
 

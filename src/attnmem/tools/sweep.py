@@ -287,9 +287,9 @@ def main(argv: list[str] | None = None) -> None:
         if argv[:1] == ["report"]:
             parser = argparse.ArgumentParser(prog="python -m attnmem.tools.sweep report")
             parser.add_argument("source", type=Path, help="a sweep directory, or a W&B runs export (.csv)")
-            parser.add_argument("--sweep", type=Path, help="the sweep file (needed for a CSV export)")
+            parser.add_argument("--sweep", type=Path, help="the sweep file or name (needed for a CSV export)")
             args = parser.parse_args(argv[1:])
-            report(args.source, sweep_file=args.sweep)
+            report(args.source, sweep_file=packaged.sweep_file(args.sweep) if args.sweep else None)
             return
         parser = argparse.ArgumentParser(prog="python -m attnmem.tools.sweep", description=__doc__.splitlines()[0])
         parser.add_argument("file", type=Path, help="a sweep file, or a packaged sweep's name (memn2n_hops)")
