@@ -1,8 +1,10 @@
 """Every command in README.md and docs/ still runs as written.
 
-Commands are the lines of the fenced (```) and indented code blocks that start with `python ` or `make `,
+Commands are the lines of the fenced (```) and indented code blocks that start with `python `, `make `,
+`attnmem-train ` or `attnmem-eval `,
 joined across a trailing `\\`, with `# comments` and a trailing `&` dropped. The rules for what they hold:
-- `python train.py ...` / `python eval.py ...` (and `python -m attnmem.train|eval ...`) are composed through Hydra's compose API (nothing trains);
+- `python train.py ...` / `python eval.py ...` (and `python -m attnmem.train|eval ...`, `attnmem-train|eval ...`)
+  are composed through Hydra's compose API (nothing trains);
   under `-m`, jobs that take every value of every swept key at least once; `--help` and `--cfg job` are dropped.
 - A placeholder `<...>` inside a value stands for a value of the user's (`<run>` -> `placeholder`); a bare
   `...` argument stands for more options and is dropped; a value `...` (`data.source.data_dir=...`) is kept.
@@ -53,7 +55,7 @@ def documented_commands() -> list[tuple[str, str]]:
             if code is None:
                 continue
             text = code.strip().removeprefix("$ ")
-            if not pending and not text.startswith(("python ", "make ")):
+            if not pending and not text.startswith(("python ", "make ", "attnmem-train ", "attnmem-eval ")):
                 continue
             start = start if pending else number
             pending = f"{pending} {text}".strip()
@@ -154,11 +156,14 @@ def run_help(words: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_docs_have_commands() -> None:
     scripts = {words[1] for _, words in COMMANDS}
     assert {"train.py", "eval.py", "-m", "benchmarks/ntm_throughput.py"} <= scripts and len(COMMANDS) > 50
+    assert {"attnmem-train", "attnmem-eval"} <= {words[0] for _, words in COMMANDS}
 
 
 @pytest.mark.parametrize(("where", "words"), COMMANDS, ids=[f"{w} {' '.join(c[1:4])}" for w, c in COMMANDS])
 def test_documented_command_runs_as_written(where: str, words: list[str], tmp_path: Path, monkeypatch) -> None:
-    if words[0] == "make":
+    if words[0] in ("attnmem-train", "attnmem-eval"):
+        assert compose_all(words[0].removeprefix("attnmem-"), words[1:], tmp_path) >= 1, where
+    elif words[0] == "make":
         done = subprocess.run(["make", "-n", *words[1:]], cwd=ROOT, capture_output=True, text=True)
         assert done.returncode == 0, f"{where}: {done.stderr}"
     elif words[1] in ("train.py", "eval.py"):
