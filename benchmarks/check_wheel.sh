@@ -53,5 +53,8 @@ timed "$TRAIN/bin/attnmem-train" model=ntm debug=fdr
 timed "$TRAIN/bin/attnmem-train" experiment=ntm_copy trainer.max_steps=50
 timed "$TRAIN/bin/python" -m attnmem.tools.sweep memn2n_hops --dry-run
 timed "$TRAIN/bin/attnmem-compat"
+# an extra that is not installed: one line naming it, exit 1
+if "$TRAIN/bin/attnmem-train" logger=wandb debug=fdr > "$WORK/last.log" 2>&1; then echo "FAIL  logger=wandb ran without W&B"; exit 1; fi
+echo "ok    logger=wandb without the wandb extra: $(tail -1 "$WORK/last.log")"
 echo "run directories written in $WORK/run:"
 find outputs -name metrics.json | sed 's|/metrics.json||' | sort
