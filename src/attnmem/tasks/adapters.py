@@ -13,7 +13,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-__all__ = ["batch_tensor", "constructor_of", "nest_old_keys"]
+__all__ = ["batch_tensor", "constructor_of", "nest_keys", "nest_old_keys", "with_old_keys_nested"]
 
 
 def constructor_of(model: type[nn.Module]) -> inspect.Signature:
@@ -29,11 +29,28 @@ def batch_tensor(adapter: nn.Module, batch: Any, key: str, tensor_call: str) -> 
     return batch[key]
 
 
+def nest_keys(state: dict[str, Any], prefix: str, name: str) -> None:
+    """Move the keys under `prefix` that are not under `prefix + name.` there, in place (`A.w` -> `name.A.w`)."""
+    for key in [k for k in state if k.startswith(prefix) and not k.startswith(f"{prefix}{name}.")]:
+        state[f"{prefix}{name}.{key[len(prefix):]}"] = state.pop(key)
+
+
 def nest_old_keys(adapter: nn.Module, name: str) -> None:
     """Load the state dicts saved before the model moved under `adapter.<name>` (keys `A.weight`, now `name.A.weight`)."""
 
     def hook(module: nn.Module, state: dict[str, Any], prefix: str, *_: Any) -> None:
-        for key in [k for k in state if k.startswith(prefix) and not k.startswith(f"{prefix}{name}.")]:
-            state[f"{prefix}{name}.{key[len(prefix):]}"] = state.pop(key)
+        nest_keys(state, prefix, name)
 
     adapter.register_load_state_dict_pre_hook(hook)
+
+
+def with_old_keys_nested(state: dict[str, Any], module: nn.Module) -> dict[str, Any]:
+    """A copy of the weights `state` of `module` with the keys its adapters' models had before they moved under
+    them nested as `load_state_dict` nests them (for comparing a checkpoint's keys with the module's)."""
+    state = dict(state)
+    for prefix, sub in module.named_modules():
+        model = getattr(type(sub), "tensor_model", None)  # an adapter of this module declares its model's class
+        names = [n for n, child in sub.named_children() if model is not None and type(child) is model]
+        if names:
+            nest_keys(state, f"{prefix}." if prefix else "", names[0])
+    return state
