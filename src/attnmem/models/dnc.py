@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+
 import torch
 from torch import Tensor, nn
 
@@ -36,7 +37,8 @@ class DNC(nn.Module):
         super().__init__()
         check_sizes("DNC", {"output_size": output_size})
         self.input_size = input_size
-        self.core = DNCCore(input_size=input_size, score=score_factory(score, owner="DNC"), controller_size=controller_size,
+        self.core = DNCCore(input_size=input_size, score=score_factory(score, owner="DNC"),
+                            controller_size=controller_size,
                             memory_locations=memory_locations, memory_width=memory_width, read_heads=read_heads,
                             masking=masking, deallocation=deallocation, link_sharpness=link_sharpness,
                             interface_clip=interface_clip)

@@ -58,7 +58,8 @@ class HAN(nn.Module):
         index = real.nonzero().squeeze(-1)  # (N,)
         h, _, mask = self.word_encoder(words[index])  # eq. 1-4: (N, L, H), (N, L)
         u_w = self.word_context.to(h.dtype).expand(len(h), 1, -1)  # (N, 1, H)
-        sentence, alpha = attend(u_w, h, h, self.word_score, attn_mask=mask.unsqueeze(1))  # eq. 5-7: (N, 1, H), (N, 1, L)
+        # eqs. 5-7: (N, 1, H), (N, 1, L)
+        sentence, alpha = attend(u_w, h, h, self.word_score, attn_mask=mask.unsqueeze(1))
         vectors = sentence.new_zeros(b * s, self.hidden_size).index_copy(0, index, sentence[:, 0])  # (B·S, H)
         present = real.view(b, s)  # (B, S), sentences left-aligned
         h_s = self._sentences(vectors.view(b, s, -1), present)  # eq. 8-9: (B, S, H)

@@ -123,8 +123,7 @@ class MemN2N(nn.Module):
         self.B = self.A[0] if tying == "adjacent" else nn.Embedding(vocab_size, d, padding_idx=self.pad)
         self.H = nn.Linear(d, d, bias=False) if tying == "layerwise" else None
         self._build_answer_layer(d, num_answers, vocab_size, answer_words, tying=tying, answer_softmax=answer_softmax)
-        factory = score_factory(score, owner="MemN2N")
-        self.scores = nn.ModuleList(factory(query_dim=d, key_dim=d) for _ in range(hops))
+        self.scores = nn.ModuleList(score_factory(score, owner="MemN2N")(query_dim=d, key_dim=d) for _ in range(hops))
         self._register_encoding(encoding, sentence_len, d, time_word=temporal and time_word)
         self._reset_parameters(embeddings)
 

@@ -69,7 +69,7 @@ class SpanBaseline(nn.Module):
         states = self.modeling(torch.cat([document, aligned, document * aligned], dim=-1), context_mask.sum(-1))
         states = self.dropout(states)  # G: (B, m, 2h)
         pool_query = self.pool_query.expand(query.shape[0], -1, -1)  # (B, 1, 2h)
-        summary, _ = attend(pool_query, query, query, self.pool_score, attn_mask=question_mask.unsqueeze(1))  # (B, 1, 2h)
+        summary, _ = attend(pool_query, query, query, self.pool_score, attn_mask=question_mask.unsqueeze(1))  # (B,1,2h)
         start = self.start_score(self.start_proj(summary), states).squeeze(1)  # (B, m)
         end = self.end_score(self.end_proj(summary), states).squeeze(1)  # (B, m)
         logits = torch.stack([start, end], dim=1).masked_fill(~context_mask.unsqueeze(1), float("-inf"))

@@ -25,7 +25,7 @@ def check_data(state: dict[str, Any], datamodule: Any, ckpt: Path, run_cfg: Path
 def check_weights(state: dict[str, Any], module: torch.nn.Module, ckpt: Path, run_cfg: Path) -> None:
     """Stop when the checkpoint's weights do not fit the model the run's config builds (names and shapes)."""
     want = module.state_dict()
-    have = with_old_keys_nested(state.get("state_dict") or {}, module)  # a model saved before it moved under its adapter
+    have = with_old_keys_nested(state.get("state_dict") or {}, module)  # a model saved before its adapter held it
     missing = [k for k in want if k not in have]
     unexpected = [k for k in have if k not in want]
     shapes = [

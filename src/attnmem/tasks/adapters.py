@@ -36,7 +36,7 @@ def nest_keys(state: dict[str, Any], prefix: str, name: str) -> None:
 
 
 def nest_old_keys(adapter: nn.Module, name: str) -> None:
-    """Load the state dicts saved before the model moved under `adapter.<name>` (keys `A.weight`, now `name.A.weight`)."""
+    """Load the state dicts saved before the model moved under `adapter.<name>` (`A.weight`, now `name.A.weight`)."""
 
     def hook(module: nn.Module, state: dict[str, Any], prefix: str, *_: Any) -> None:
         nest_keys(state, prefix, name)
