@@ -88,14 +88,14 @@ class BiDAF(nn.Module):
         super().__init__()
         if char_vocab_size < 1:
             raise ValueError(
-                "BiDAF reads character ids: data.word_len must be >= 1 "
-                "(model=bidaf's defaults pick conf/inputs/chars.yaml, word_len 16)"
+                f"BiDAF reads character ids: char_vocab_size must be >= 1, got {char_vocab_size} (in a run: "
+                "data.word_len must be >= 1; model=bidaf's defaults pick conf/inputs/chars.yaml, word_len 16)"
             )
         sizes = {"vocab_size": vocab_size, "embed_dim": embed_dim, "char_dim": char_dim}
         sizes |= {"char_channels": char_channels, "char_width": char_width, "highway_layers": highway_layers}
         check_sizes("BiDAF", sizes | {"hidden_size": hidden_size, "modeling_layers": modeling_layers}, prefix="model.")
         if not 0 <= dropout < 1:
-            raise ValueError(f"BiDAF: model.dropout must be in [0, 1), got {dropout}")
+            raise ValueError(f"BiDAF: dropout must be in [0, 1), got {dropout} (model.dropout in a run)")
         d = hidden_size
         self.word_embedding = embedding(vocab_size, embed_dim, embeddings, freeze_embeddings)
         self.char_cnn = CharCNN(char_vocab_size, char_dim, char_channels, char_width)

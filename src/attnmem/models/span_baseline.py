@@ -46,7 +46,7 @@ class SpanBaseline(nn.Module):
         sizes = {"vocab_size": vocab_size, "embed_dim": embed_dim, "hidden_size": hidden_size}
         check_sizes("SpanBaseline", sizes, prefix="model.")
         if not 0 <= dropout < 1:
-            raise ValueError(f"SpanBaseline: model.dropout must be in [0, 1), got {dropout}")
+            raise ValueError(f"SpanBaseline: dropout must be in [0, 1), got {dropout} (model.dropout in a run)")
         width = 2 * hidden_size
         self.embedding = embedding(vocab_size, embed_dim, embeddings, freeze_embeddings)
         self.document_encoder = BiLSTM(self.embedding.embedding_dim, hidden_size)
