@@ -286,7 +286,7 @@ def test_each_replica_keeps_its_best_state_and_stops_on_its_own_patience(compose
         module._keep_best(1, {"val/acc": 0.1 * epoch})
     assert module.best_score == [0.6, pytest.approx(0.3)] and module.wait == [2, 0]
     assert module.stopped[0] and not module.stopped[1]  # two epochs without improvement: patience 2
-    assert float(module.best_state[0]["B.weight"][0, 0]) == 1.0  # the state of epoch 1, its first best
+    assert float(module.best_state[0]["memn2n.B.weight"][0, 0]) == 1.0  # the state of epoch 1, its first best
 
 
 @pytest.mark.parametrize(("overrides", "fragments"), [
