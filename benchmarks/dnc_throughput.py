@@ -59,7 +59,8 @@ def ours(model: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
     """One of our sequence models as a function of `inputs`."""
 
     def forward(inputs: torch.Tensor) -> torch.Tensor:
-        return model({"inputs": inputs}).pred
+        out = model(inputs)
+        return out[0] if isinstance(out, tuple) else out  # the NTM also returns its state
 
     forward.parameters = model.parameters  # type: ignore[attr-defined]
     return forward

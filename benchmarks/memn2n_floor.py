@@ -82,7 +82,7 @@ def steps(memory_size: int, count: int) -> tuple[Callable[[], None], Callable[[]
         return F.cross_entropy(logits, batch["answer"], reduction="sum")
 
     def ours_loss(batch: Batch) -> torch.Tensor:
-        return F.cross_entropy(ours(batch).pred, batch["answer"], reduction="sum")
+        return F.cross_entropy(ours(batch["story"], batch["query"]), batch["answer"], reduction="sum")
 
     check(ours, ours_loss, floor_loss, words, data[0])
     ours_opt = torch.optim.SGD(ours.parameters(), lr=0.005)

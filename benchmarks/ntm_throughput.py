@@ -99,7 +99,7 @@ def our_step(batch: dict[str, torch.Tensor], fused: bool = True) -> Callable[[],
     mask = batch["mask"]
 
     def step() -> None:
-        loss = F.binary_cross_entropy_with_logits(model(batch).pred[mask], batch["targets"][mask])
+        loss = F.binary_cross_entropy_with_logits(model(batch["inputs"])[0][mask], batch["targets"][mask])
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

@@ -44,7 +44,7 @@ def test_user_configs_outside_the_repository_via_the_search_path(compose_cfg, tm
     )
     search = f"hydra.searchpath=[file://{mine}]"
     cfg = compose_cfg(search, "model=my_memn2n")
-    assert cfg.model._target_ == "attnmem.models.memn2n.MemN2N" and cfg.model.hops == 1 and cfg.model.embed_dim == 8
+    assert cfg.model._target_ == "attnmem.tasks.qa_nets.MemN2NQA" and cfg.model.hops == 1 and cfg.model.embed_dim == 8
     assert cfg.data.source._target_.endswith("BabiGenerator")  # memn2n's natural data, inherited
     cfg = compose_cfg(
         search,

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import io
 import json
 import tarfile
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -161,6 +164,19 @@ def classify_files(data: str, tmp_path: Path) -> list[str]:
             "data.source.val_fraction=0.25"]
 
 
+# models whose layers still call attend(mask=...): blocks/hopfield.py moves to attn_mask in its own change; drop the
+# name then, and the check below holds for them too
+STILL_DEPRECATED = {"hopfield_pooling_qa"}
+
+
+@contextlib.contextmanager
+def no_deprecated_calls(model: str) -> Iterator[None]:
+    """A DeprecationWarning is an error inside: a model must not call a deprecated API (attend's mask=, ...)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore" if model in STILL_DEPRECATED else "error", DeprecationWarning)
+        yield
+
+
 def test_every_model_has_a_data_it_fits():
     assert {m for m, _ in PAIRS} == set(MODELS)
 
@@ -174,7 +190,8 @@ def test_compose_instantiate_forward_backward(compose_cfg, tmp_path, model, data
     dm.setup("fit")
     net = run.build_model(cfg.model, cfg.attention, dm.dims)
     batch = next(iter(dm.train_dataloader()))
-    out = net(batch)
+    with no_deprecated_calls(model):
+        out = net(batch)
     assert out.pred.shape[0] == next(iter(batch.values())).shape[0]
     if not any(p.requires_grad for p in net.parameters()):
         return  # a memory stored without gradients (Hopfield nets with a fixed score): nothing to backpropagate
@@ -217,7 +234,8 @@ def test_every_score_trains_in_every_model_on_its_natural_data(compose_cfg, tmp_
     batch = next(iter(datamodule.train_dataloader()))
     losses = []
     for _ in range(40):  # one batch, memorised: the family's loss must fall whatever the score
-        loss = module.training_step(batch, 0)
+        with no_deprecated_calls(model):
+            loss = module.training_step(batch, 0)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

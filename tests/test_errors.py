@@ -67,7 +67,7 @@ def test_incompatible_model_and_data_lists_the_compatible_choices(compose_cfg):
         run.train(compose_cfg("model=ntm", "data=babi_gen", *TINY))
     one_line(
         str(err.value),
-        "NTM (sequence) cannot train on data QADataModule (qa)",
+        "NTMSequence (sequence) cannot train on data QADataModule (qa)",
         "data=",
         "copy",
         "model=",

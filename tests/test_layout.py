@@ -1,7 +1,7 @@
 """The package's layers, read from the import statements of src/attnmem (docs/architecture.md, "Layers").
 
-Rules: no module imports a higher layer; no model, datamodule or family module imports another of its
-kind; data/ and tasks/ do not import each other. Also: no function over 50 lines, no file over 350.
+Rules: no module imports a higher layer; no model, datamodule, family or adapter module imports another of its
+kind (a model module: one of models/ that a conf/model yaml names, directly or through its training adapter); data/ and tasks/ do not import each other. Also: no function over 50 lines, no file over 350.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ LAYERS = ("core", "attention", "blocks", "models", "nn", "data", "evaluation", "
 TOP = len(LAYERS)  # attnmem/__init__.py and __main__.py: the package's front door, above every layer
 MAX_FUNCTION_LINES, MAX_FILE_LINES = 50, 350
 KINDS = {"models": "model modules", "data": "datamodule modules", "sources": "data source modules",
-         "tasks": "family modules"}
+         "tasks": "family modules", "adapters": "adapter modules"}
 
 
 def layer_of(module: str) -> int | None:
@@ -61,11 +61,15 @@ def imports(path: Path, src: Path) -> list[tuple[int, str]]:
 
 def kinds(src: Path, conf: Path) -> dict[str, set[str]]:
     """The model, datamodule, data source and family modules: where the classes the configs name are defined."""
-    targets: dict[str, set[str]] = {"models": set(), "data": set(), "sources": set()}
+    targets: dict[str, set[str]] = {"models": set(), "data": set(), "sources": set(), "adapters": set()}
     for group, kind in (("model", "models"), ("data", "data")):
         for file in (conf / group).glob("*.yaml"):
             config = yaml.safe_load(file.read_text()) or {}
-            targets[kind].add(get_class(config["_target_"]).__module__)
+            cls = get_class(config["_target_"])
+            if kind == "models" and cls.__module__.startswith("attnmem.tasks."):  # a training adapter (tasks/)
+                targets["adapters"].add(cls.__module__)
+                cls = cls.tensor_model  # the model of models/ it trains
+            targets[kind].add(cls.__module__)
             if isinstance(config.get("source"), dict):
                 targets["sources"].add(get_class(config["source"]["_target_"]).__module__)
     named = re.compile(r'family_module: ClassVar\[str\] = "([\w.]+)"')
@@ -113,6 +117,8 @@ def test_the_layer_check_fails_on_an_upward_or_sideways_import(tmp_path: Path) -
     ntm.write_text(ntm.read_text() + "\nfrom attnmem.runtime.run import setup\nfrom attnmem.models import memn2n\n")
     qa = src / "tasks" / "qa.py"
     qa.write_text(qa.read_text() + "\nimport attnmem.data.algorithmic\n")
+    nets = src / "tasks" / "sequence_nets.py"
+    nets.write_text(nets.read_text() + "\nfrom attnmem.tasks.qa_nets import MemN2NQA\n")
     found = violations(src, CONF)
     lines = len(ntm.read_text().splitlines())
     assert found == [
@@ -122,6 +128,8 @@ def test_the_layer_check_fails_on_an_upward_or_sideways_import(tmp_path: Path) -
         "belongs in a module that is none (blocks/, core/)",
         f"src/attnmem/tasks/qa.py:{len(qa.read_text().splitlines())}: imports attnmem.data.algorithmic: data/ and "
         "tasks/ do not import each other (a datamodule names its family module as a string)",
+        f"src/attnmem/tasks/sequence_nets.py:{len(nets.read_text().splitlines())}: imports attnmem.tasks.qa_nets: "
+        "both are adapter modules: what they share belongs in a module that is none (blocks/, core/)",
     ]
 
 

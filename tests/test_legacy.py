@@ -59,3 +59,22 @@ def test_resume_refuses_an_old_checkpoint_and_writes_nothing(old_run: Path, comp
     # the compose fixture saved .hydra/config.yaml as Hydra would; nothing else of the old run changed
     after = {p: p.read_bytes() for p in old_run.rglob("*") if p.is_file() and p.parent.name != ".hydra"}
     assert after == {p: b for p, b in before.items() if p.parent.name != ".hydra"}
+
+
+def test_a_resume_of_a_run_that_named_a_moved_model_reads_the_adapter(tmp_path: Path, compose_cfg) -> None:
+    # a run of 0.2 recorded model._target_=attnmem.models.ntm.NTM; resumed now, the composed config names the
+    # adapter NTMSequence: not a change of model, with a DeprecationWarning naming the adapter
+    from omegaconf import OmegaConf
+
+    from attnmem.runtime import resume
+
+    cfg = compose_cfg("model=ntm")
+    assert cfg.model._target_ == "attnmem.tasks.sequence_nets.NTMSequence"
+    old = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+    old.model._target_ = "attnmem.models.ntm.NTM"
+    (tmp_path / "old" / ".hydra").mkdir(parents=True)
+    OmegaConf.save(old, tmp_path / "old" / ".hydra" / "config.yaml")
+    with pytest.warns(DeprecationWarning, match=r"names the model attnmem.models.ntm.NTM, which training now builds "
+                                                r"as attnmem.tasks.sequence_nets.NTMSequence"):
+        assert "model._target_" not in resume.changes(tmp_path / "old", cfg)
+    assert legacy.apply_moved(old, tmp_path).model._target_ == cfg.model._target_

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 import runpy
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -45,6 +47,7 @@ def test_load_run_returns_the_best_weights_vocabulary_and_config(compose_cfg, tm
     assert correct / total == pytest.approx(json.loads((out / "metrics.json").read_text())["val/acc"], abs=1e-6)
     assert best_checkpoint(out).name.startswith("epoch")
     _check_load_model(out, model, datamodule, batch)
+    _check_a_run_saved_before_the_model_moved(out, tmp_path, model, batch, compose_cfg)
 
 
 def _check_load_model(out, model, datamodule, batch):
@@ -59,6 +62,30 @@ def _check_load_model(out, model, datamodule, batch):
     assert not loaded.training
     for other in (loaded, from_file):
         torch.testing.assert_close(other(batch).pred, model(batch).pred, rtol=0, atol=0)
+
+
+def _check_a_run_saved_before_the_model_moved(out, tmp_path, model, batch, compose_cfg):
+    from attnmem.runtime import run
+
+    # a run of 0.2 names attnmem.models.memn2n.MemN2N and keeps its weights as net.A.0.weight (now the adapter's
+    # net.memn2n.A.0.weight): it loads, with a DeprecationWarning naming the adapter
+    old = Path(shutil.copytree(out, tmp_path / "old"))
+    config = old / ".hydra" / "config.yaml"
+    config.write_text(config.read_text().replace("attnmem.tasks.qa_nets.MemN2NQA", "attnmem.models.memn2n.MemN2N"))
+    for ckpt in (old / "checkpoints").glob("*.ckpt"):
+        state = torch.load(ckpt, weights_only=False)
+        state["state_dict"] = {k.replace("net.memn2n.", "net."): v for k, v in state["state_dict"].items()}
+        torch.save(state, ckpt)
+    assert "net.A.0.weight" in torch.load(best_checkpoint(old), weights_only=False)["state_dict"]
+    for load in (attnmem.load_run, attnmem.load_model):
+        with pytest.warns(DeprecationWarning, match=r"names the model attnmem.models.memn2n.MemN2N, which training "
+                                                    r"now builds as attnmem.tasks.qa_nets.MemN2NQA"):
+            loaded = load(old).model
+        torch.testing.assert_close(loaded(batch).pred, model(batch).pred, rtol=0, atol=0)
+    cfg = compose_cfg(f"ckpt_path={best_checkpoint(old)}", config_name="eval", run_dir=tmp_path / "eval")
+    with pytest.warns(DeprecationWarning, match="attnmem.tasks.qa_nets.MemN2NQA"):
+        metrics = run.evaluate(cfg)
+    assert metrics["test/acc"] == json.loads((out / "metrics.json").read_text())["test/acc"]
 
 
 def test_load_model_refuses_what_it_cannot_load_in_one_line(tmp_path):

@@ -28,7 +28,7 @@ class SequenceOnlyModel(nn.Module):
 
 def test_default_config_is_memn2n_on_generated_babi(compose_cfg):
     cfg = compose_cfg()
-    assert cfg.model._target_ == "attnmem.models.memn2n.MemN2N"
+    assert cfg.model._target_ == "attnmem.tasks.qa_nets.MemN2NQA"
     assert cfg.model.hops == 3
     assert cfg.data._target_ == "attnmem.data.qa.datamodule.QADataModule"
     assert cfg.data.source._target_ == "attnmem.data.qa.babi_generator.BabiGenerator"

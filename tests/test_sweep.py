@@ -217,7 +217,7 @@ def test_optuna_hparams_search_composes(tmp_path):
     assert sweeper.sampler._target_ == "optuna.samplers.TPESampler" and sweeper.direction == "maximize"
     assert set(sweeper.params) == {"optimizer.lr", "model.embed_dim", "model.hops"}
     assert cfg.monitor == "val/acc" and cfg.hydra.mode.name == "MULTIRUN"
-    assert cfg.model._target_ == "attnmem.models.memn2n.MemN2N"
+    assert cfg.model._target_ == "attnmem.tasks.qa_nets.MemN2NQA"
 
 
 # W&B's sweep-configuration schema (github.com/wandb/sweeps, config/schema.json and schema.py) as the local

@@ -82,7 +82,7 @@ def test_eval_another_models_checkpoint_names_the_model_and_the_keys(compose_cfg
 
 def test_eval_a_checkpoint_of_other_sizes_names_the_keys(compose_cfg, tmp_path, memn2n_ckpt):
     line = _evaluate_in(compose_cfg, tmp_path, memn2n_ckpt, *TINY, "model.hops=2")
-    one_line(line, "MemN2N", "unexpected: net.A.2.weight")
+    one_line(line, "MemN2N", "unexpected: net.memn2n.A.2.weight")
     line = _evaluate_in(compose_cfg, tmp_path / "b", memn2n_ckpt, *TINY, "model.embed_dim=8")
     one_line(line, "MemN2N", "shapes differ: ", "x20 vs ", "x8")
 

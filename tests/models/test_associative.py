@@ -100,7 +100,8 @@ def test_mismatched_pair_counts_stop_with_one_line_naming_the_option(tmp_path):
 
 def test_a_memory_on_data_without_partners_names_the_option(compose_cfg):
     cfg = compose_cfg("model=bam", "data=patterns", "data.size=16")
-    with pytest.raises(ValueError, match=r"^BAM: the data has no partners y to recall: set data.partner_size=M"):
+    with pytest.raises(ValueError, match=r"^BAM: partner_size=0: there are no partners y to recall; build it with partner_size=M \(in a run: "
+                       r"data.partner_size=M"):
         run.setup(cfg)
 
 

@@ -81,9 +81,10 @@ def test_characters_reach_the_prediction():
 
 def test_bidaf_without_character_ids_names_the_option(compose_cfg):
     cfg = compose_cfg("model=bidaf", "data.word_len=0", "data.source.num_train=16", "data.source.num_val=8")
-    with pytest.raises(ValueError, match=r"BiDAF reads character ids: data.word_len must be >= 1 \(model=bidaf's"):
+    with pytest.raises(ValueError, match=r"BiDAF reads character ids: char_vocab_size must be >= 1, got 0 \(in a "
+                       r"run: data.word_len must be >= 1; model=bidaf's"):
         run.setup(cfg)
-    with pytest.raises(ValueError, match="BiDAF: model.char_width must be >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"^BiDAF: char_width must be >= 1, got 0 \(model.char_width in a run\)$"):
         bidaf(char_width=0)
 
 

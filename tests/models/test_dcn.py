@@ -179,11 +179,11 @@ def test_the_original_dcn_is_unchanged():
 
 
 def test_options_fail_fast():
-    with pytest.raises(ValueError, match=r"model.iterations must be >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"iterations must be >= 1, got 0 \(model.iterations in a run\)"):
         dcn(iterations=0)
-    with pytest.raises(ValueError, match="model.hidden_size must be even with coattention_layers=2, got 5"):
+    with pytest.raises(ValueError, match=r"^DCN: hidden_size must be even with coattention_layers=2, got 5 \(model.hidden_size in a run\)$"):
         dcn(coattention_layers=2, hidden_size=5)
-    with pytest.raises(ValueError, match=r"model.coattention_layers must be 1 \(DCN\) or 2 \(DCN\+\), got 3"):
+    with pytest.raises(ValueError, match=r"^DCN: coattention_layers must be 1 \(DCN\) or 2 \(DCN\+\), got 3 \(model.coattention_layers"):
         dcn(coattention_layers=3)
     with pytest.raises(ValueError, match="model.dropout"):
         SpanBaseline(vocab_size=5, score=Dot, dropout=1.0)

@@ -96,10 +96,10 @@ def test_decoding_state_reorders_by_batch_rows():
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"d_model": 10, "heads": 3}, "model.heads=3 must divide model.d_model=10; use heads in [1, 2, 5, 10]"),
-        ({"positions": "rotary"}, "model.positions must be one of ('sinusoidal', 'learned')"),
-        ({"dropout": 1.0}, "model.dropout must be in [0, 1)"),
-        ({"layers": 0}, "model.layers must be >= 1"),
+        ({"d_model": 10, "heads": 3}, "heads=3 must divide d_model=10; use heads in [1, 2, 5, 10]"),
+        ({"positions": "rotary"}, "positions must be one of ('sinusoidal', 'learned'), got 'rotary' (model.positions in a run)"),
+        ({"dropout": 1.0}, "dropout must be in [0, 1)"),
+        ({"layers": 0}, "layers must be >= 1, got 0 (model.layers in a run)"),
     ],
 )
 def test_bad_options_name_the_option(options, message):
@@ -110,7 +110,7 @@ def test_bad_options_name_the_option(options, message):
 
 def test_longer_than_max_len_is_a_value_error_naming_it():
     model, batch = _model(max_len=3), _batch()
-    with pytest.raises(ValueError, match="4 positions is longer than model.max_len=3"):
+    with pytest.raises(ValueError, match=r"4 positions is longer than max_len=3, .* \(model.max_len in a run\)"):
         model(batch)
 
 

@@ -73,7 +73,7 @@ def test_qa_word_order_matters():
 @pytest.mark.parametrize(
     ("build", "message"),
     [
-        (lambda: _qa(heads=3), "model.heads=3 must divide model.d_model=16"),
+        (lambda: _qa(heads=3), "heads=3 must divide d_model=16"),
         (lambda: _qa(unit="phrase"), "unit must be one of ('word', 'sentence'), got 'phrase'"),
         (lambda: _sentences(sentence_len=0), "TransformerQA: sentence_len must be >= 1, got 0"),
         (lambda: _qa(num_answers=0), "TransformerQA: num_answers must be >= 1, got 0"),

@@ -49,8 +49,8 @@ def test_sequence_learns_to_copy_its_previous_input():
 @pytest.mark.parametrize(
     ("build", "message"),
     [
-        (lambda: _sequence(heads=3), "model.heads=3 must divide model.d_model=16"),
-        (lambda: _sequence(positions="rotary"), "model.positions must be one of"),
+        (lambda: _sequence(heads=3), "heads=3 must divide d_model=16"),
+        (lambda: _sequence(positions="rotary"), "positions must be one of"),
         (lambda: TransformerSequence(score=ScaledDot, input_size=0, output_size=2), "input_size must be >= 1, got 0"),
     ],
 )

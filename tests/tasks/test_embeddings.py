@@ -81,7 +81,7 @@ def test_memn2n_starts_from_the_vectors_and_names_a_width_mismatch(word2vec_run,
     dm = instantiate(cfg.data)
     dm.prepare_data()
     dm.setup("fit")
-    net = run.build_model(cfg.model, cfg.attention, dm.dims)
+    net = run.build_model(cfg.model, cfg.attention, dm.dims).memn2n  # the MemN2N its training adapter holds
     kitchen = dm.vocab.index("kitchen")
     for table in (*net.A, *net.C, net.B):
         assert torch.allclose(table.weight[kitchen], vectors["kitchen"])
@@ -89,7 +89,7 @@ def test_memn2n_starts_from_the_vectors_and_names_a_width_mismatch(word2vec_run,
     cfg = compose_cfg("model=memn2n", "data=babi", *overrides, "model.embed_dim=20")
     with pytest.raises(
         UserError,
-        match=r"^model.embed_dim=20 differs from the width 32 of the vectors of "
-        r"data.source.embeddings: set model.embed_dim=32$",
+        match=r"^MemN2N: embed_dim=20 differs from the width 32 of the pretrained embeddings: build it with "
+        r"embed_dim=32 \(in a run: model.embed_dim=32 for the vectors of data.source.embeddings\)$",
     ):
         run.build_model(cfg.model, cfg.attention, dm.dims)

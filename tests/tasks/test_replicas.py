@@ -278,7 +278,7 @@ def test_each_replica_keeps_its_best_state_and_stops_on_its_own_patience(compose
 
     _, module, trainer = run.setup(compose_cfg(FAST[0], *MEMN2N[len(FAST):], "replicas=2", "callbacks.early_stopping.patience=2"))
     assert not [c for c in trainer.callbacks if isinstance(c, L.pytorch.callbacks.EarlyStopping)]  # one per replica
-    weights = module.members[0].net.B.weight
+    weights = module.members[0].net.memn2n.B.weight
     for epoch, acc in enumerate([0.5, 0.6, 0.6, 0.55]):
         with torch.no_grad():
             weights.fill_(epoch)
@@ -286,7 +286,7 @@ def test_each_replica_keeps_its_best_state_and_stops_on_its_own_patience(compose
         module._keep_best(1, {"val/acc": 0.1 * epoch})
     assert module.best_score == [0.6, pytest.approx(0.3)] and module.wait == [2, 0]
     assert module.stopped[0] and not module.stopped[1]  # two epochs without improvement: patience 2
-    assert float(module.best_state[0]["B.weight"][0, 0]) == 1.0  # the state of epoch 1, its first best
+    assert float(module.best_state[0]["memn2n.B.weight"][0, 0]) == 1.0  # the state of epoch 1, its first best
 
 
 @pytest.mark.parametrize(("overrides", "fragments"), [

@@ -89,7 +89,7 @@ def test_train_reports_generalisation_lengths_and_plots(compose_cfg, tmp_path, m
 
 
 def test_another_family_on_copy_gets_the_compatibility_line(compose_cfg):
-    with pytest.raises(UserError, match=r"MemN2N \(qa\) cannot train on data AlgorithmicDataModule \(sequence\)"):
+    with pytest.raises(UserError, match=r"MemN2NQA \(qa\) cannot train on data AlgorithmicDataModule \(sequence\)"):
         run.check_compatible(compose_cfg("model=memn2n", "data=copy"))
 
 

@@ -35,8 +35,8 @@ def _check_dims(name: str, query_dim: int, key_dim: int, *, equal: bool) -> None
         raise ValueError(f"{name}: query_dim and key_dim must be >= 1, got {query_dim} and {key_dim}")
     if equal and query_dim != key_dim:
         raise ValueError(
-            f"{name} needs query_dim == key_dim (got {query_dim} and {key_dim}); "
-            "use the Bilinear or Additive score for different widths (attention=bilinear or attention=additive)"
+            f"{name} needs query_dim == key_dim (got {query_dim} and {key_dim}); for different widths use the "
+            "Bilinear or Additive score (in a run: attention=bilinear or attention=additive)"
         )
 
 

@@ -21,7 +21,8 @@ def check_partner_size(owner: str, size: int, partner_size: int) -> None:
         raise ValueError(f"{owner}: size must be >= 1, got {size}")
     if partner_size < 1:
         raise ValueError(
-            f"{owner}: the data has no partners y to recall: set data.partner_size=M (or data.pairs_path=<file.npy>)"
+            f"{owner}: partner_size=0: there are no partners y to recall; build it with partner_size=M (in a run: "
+            "data.partner_size=M or data.pairs_path=<file.npy>)"
         )
 
 
@@ -30,7 +31,7 @@ def check_pairs(owner: str, patterns: Tensor, pairs: Tensor, size: int, partner_
     if len(patterns) != len(pairs):
         raise ValueError(
             f"{owner}: {len(patterns)} patterns x but {len(pairs)} partners y: store one partner y "
-            "per pattern x (a data.pairs_path file needs one row per stored pattern)"
+            "per pattern x (in a run, a data.pairs_path file needs one row per stored pattern)"
         )
     if patterns.shape[-1] != size or pairs.shape[-1] != partner_size:
         raise ValueError(

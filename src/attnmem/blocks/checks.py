@@ -6,7 +6,9 @@ __all__ = ["check_sizes"]
 
 
 def check_sizes(owner: str, sizes: dict[str, int], *, prefix: str = "") -> None:
-    """ValueError `"{owner}: {prefix}{name} must be >= 1, got {value}"` for the first size below 1."""
+    """ValueError `"{owner}: {name} must be >= 1, got {value}"` for the first size below 1; with `prefix` (the
+    config group, `model.`) the option of a run in parentheses."""
     for name, value in sizes.items():
         if value < 1:
-            raise ValueError(f"{owner}: {prefix}{name} must be >= 1, got {value}")
+            hint = f" ({prefix}{name} in a run)" if prefix else ""
+            raise ValueError(f"{owner}: {name} must be >= 1, got {value}{hint}")

@@ -41,17 +41,17 @@ def check_options(
     sizes = {"d_model": d_model, "heads": heads, "d_ff": d_ff, "layers": layers, "max_len": max_len}
     for option, value in sizes.items():
         if value < 1:
-            raise ValueError(f"{name}: model.{option} must be >= 1, got {value}")
+            raise ValueError(f"{name}: {option} must be >= 1, got {value} (model.{option} in a run)")
     if d_model % heads:
         divisors = [h for h in range(1, d_model + 1) if d_model % h == 0 and h <= 16]
         raise ValueError(
-            f"{name}: model.heads={heads} must divide model.d_model={d_model}; "
-            f"use heads in {divisors} or a d_model that is a multiple of {heads}"
+            f"{name}: heads={heads} must divide d_model={d_model}; use heads in {divisors} or a d_model that is a "
+            f"multiple of {heads} (model.heads, model.d_model in a run)"
         )
     if not 0 <= dropout < 1:
-        raise ValueError(f"{name}: model.dropout must be in [0, 1), got {dropout}")
+        raise ValueError(f"{name}: dropout must be in [0, 1), got {dropout} (model.dropout in a run)")
     if positions not in POSITIONS:
-        raise ValueError(f"{name}: model.positions must be one of {POSITIONS}, got {positions!r}")
+        raise ValueError(f"{name}: positions must be one of {POSITIONS}, got {positions!r} (model.positions in a run)")
 
 
 class Positions(nn.Module):
@@ -75,8 +75,8 @@ class Positions(nn.Module):
         end = start + x.shape[1]
         if end > self.max_len:
             raise ValueError(
-                f"a sequence of {end} positions is longer than model.max_len={self.max_len} "
-                "(the model's positional capacity): raise model.max_len"
+                f"a sequence of {end} positions is longer than max_len={self.max_len}, the model's positional "
+                "capacity: build it with a larger max_len (model.max_len in a run)"
             )
         return self.dropout(x + self.table[start:end])  # (B, T, D)
 
@@ -120,7 +120,7 @@ class EncoderLayer(nn.Module):
     def forward(self, x: Tensor, *, mask: Tensor | None, need_weights: bool) -> tuple[Tensor, Tensor | None]:
         """`x (B, T, D)` -> (B, T, D) and the self-attention weights (B, H, T, T) when wanted."""
         h = self.attn_residual.inner(x)
-        attended, weights = self.self_attn(h, h, h, mask=mask, need_weights=need_weights)
+        attended, weights = self.self_attn(h, h, h, attn_mask=mask, need_weights=need_weights)
         x = self.attn_residual.outer(x, attended)
         return self.ff_residual.outer(x, self.feed_forward(self.ff_residual.inner(x))), weights
 

@@ -88,14 +88,14 @@ class BiDAF(nn.Module):
         super().__init__()
         if char_vocab_size < 1:
             raise ValueError(
-                "BiDAF reads character ids: data.word_len must be >= 1 "
-                "(model=bidaf's defaults pick conf/inputs/chars.yaml, word_len 16)"
+                f"BiDAF reads character ids: char_vocab_size must be >= 1, got {char_vocab_size} (in a run: "
+                "data.word_len must be >= 1; model=bidaf's defaults pick conf/inputs/chars.yaml, word_len 16)"
             )
         sizes = {"vocab_size": vocab_size, "embed_dim": embed_dim, "char_dim": char_dim}
         sizes |= {"char_channels": char_channels, "char_width": char_width, "highway_layers": highway_layers}
         check_sizes("BiDAF", sizes | {"hidden_size": hidden_size, "modeling_layers": modeling_layers}, prefix="model.")
         if not 0 <= dropout < 1:
-            raise ValueError(f"BiDAF: model.dropout must be in [0, 1), got {dropout}")
+            raise ValueError(f"BiDAF: dropout must be in [0, 1), got {dropout} (model.dropout in a run)")
         d = hidden_size
         self.word_embedding = embedding(vocab_size, embed_dim, embeddings, freeze_embeddings)
         self.char_cnn = CharCNN(char_vocab_size, char_dim, char_channels, char_width)
@@ -118,10 +118,11 @@ class BiDAF(nn.Module):
     ) -> tuple[Tensor, Tensor, Tensor]:
         """G (B, T, 8d) (eq. 3), the C2Q weights a (B, T, J) and the Q2C weights b (B, 1, T) from H and U."""
         similarity = self.similarity(h, u)  # S (eq. 1): (B, T, J), computed once, read both ways
-        u_tilde, a = attend(h, u, u, lambda *_: similarity, mask=question_mask.unsqueeze(1))  # Ũ: (B, T, 2d)
+        u_tilde, a = attend(h, u, u, lambda *_: similarity, attn_mask=question_mask.unsqueeze(1))  # Ũ: (B, T, 2d)
         # an empty question leaves no maximum: its context words then score 0
         best = similarity.masked_fill(~question_mask.unsqueeze(1), float("-inf")).amax(-1).nan_to_num(neginf=0.0)
-        h_tilde, b = attend(h[:, :1], h, h, lambda *_: best.unsqueeze(1), mask=context_mask.unsqueeze(1))  # (B, 1, 2d)
+        keep = context_mask.unsqueeze(1)  # (B, 1, T)
+        h_tilde, b = attend(h[:, :1], h, h, lambda *_: best.unsqueeze(1), attn_mask=keep)  # (B, 1, 2d)
         g = torch.cat([h, u_tilde, h * u_tilde, h * h_tilde], dim=-1)  # h̃ tiled over t by broadcasting: (B, T, 8d)
         return g, a, b
 

@@ -50,9 +50,10 @@ class Coattention(nn.Module):
 
         m' = m+1 and n' = n+1 where the inputs end with their sentinels (all but DCN+'s second layer).
         """
-        summary_q, weights_q = attend(question, document, document, self._transposed, mask=document_mask.unsqueeze(1))
+        summary_q, weights_q = attend(question, document, document, self._transposed,
+                                      attn_mask=document_mask.unsqueeze(1))
         values = torch.cat([question, summary_q], dim=-1)  # (B, n+1, 2l)
-        context_d, weights_d = attend(document, question, values, self.score, mask=question_mask.unsqueeze(1))
+        context_d, weights_d = attend(document, question, values, self.score, attn_mask=question_mask.unsqueeze(1))
         return context_d, summary_q, weights_q, weights_d
 
 
@@ -97,12 +98,14 @@ class DCN(nn.Module):
         sizes |= {"pool_size": pool_size, "iterations": iterations, "coattention_layers": coattention_layers}
         check_sizes("DCN", sizes, prefix="model.")
         if coattention_layers > 2:
-            raise ValueError(f"DCN: model.coattention_layers must be 1 (DCN) or 2 (DCN+), got {coattention_layers}")
+            raise ValueError(f"DCN: coattention_layers must be 1 (DCN) or 2 (DCN+), got {coattention_layers} "
+                             "(model.coattention_layers in a run)")
         deep = coattention_layers == 2
         if deep and hidden_size % 2:
-            raise ValueError(f"DCN: model.hidden_size must be even with coattention_layers=2, got {hidden_size}")
+            raise ValueError(f"DCN: hidden_size must be even with coattention_layers=2, got {hidden_size} "
+                             "(model.hidden_size in a run)")
         if not 0 <= dropout < 1:
-            raise ValueError(f"DCN: model.dropout must be in [0, 1), got {dropout}")
+            raise ValueError(f"DCN: dropout must be in [0, 1), got {dropout} (model.dropout in a run)")
         size = hidden_size
         self.embedding = embedding(vocab_size, embed_dim, embeddings, freeze_embeddings)
         width = self.embedding.embedding_dim

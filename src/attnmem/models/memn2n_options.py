@@ -33,8 +33,9 @@ def check_options(
     check_sizes("MemN2N", sizes)
     if embeddings is not None and embeddings.shape[1] != sizes["embed_dim"]:
         raise UserError(
-            f"model.embed_dim={sizes['embed_dim']} differs from the width {embeddings.shape[1]} of the "
-            f"vectors of data.source.embeddings: set model.embed_dim={embeddings.shape[1]}"
+            f"MemN2N: embed_dim={sizes['embed_dim']} differs from the width {embeddings.shape[1]} of the pretrained "
+            f"embeddings: build it with embed_dim={embeddings.shape[1]} (in a run: model.embed_dim="
+            f"{embeddings.shape[1]} for the vectors of data.source.embeddings)"
         )
     if tying == "adjacent" and answer_words is not None and len(answer_words) != sizes["num_answers"]:
         raise ValueError(f"MemN2N: answer_words has {len(answer_words)} ids for num_answers={sizes['num_answers']}")

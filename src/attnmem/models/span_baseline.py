@@ -46,7 +46,7 @@ class SpanBaseline(nn.Module):
         sizes = {"vocab_size": vocab_size, "embed_dim": embed_dim, "hidden_size": hidden_size}
         check_sizes("SpanBaseline", sizes, prefix="model.")
         if not 0 <= dropout < 1:
-            raise ValueError(f"SpanBaseline: model.dropout must be in [0, 1), got {dropout}")
+            raise ValueError(f"SpanBaseline: dropout must be in [0, 1), got {dropout} (model.dropout in a run)")
         width = 2 * hidden_size
         self.embedding = embedding(vocab_size, embed_dim, embeddings, freeze_embeddings)
         self.document_encoder = BiLSTM(self.embedding.embedding_dim, hidden_size)
@@ -65,11 +65,11 @@ class SpanBaseline(nn.Module):
         context_mask, question_mask = context.ne(0), question.ne(0)
         document = self.document_encoder(self.dropout(self.embedding(context)), context_mask.sum(-1))  # (B, m, 2h)
         query = self.question_encoder(self.dropout(self.embedding(question)), question_mask.sum(-1))  # (B, n, 2h)
-        aligned, weights = attend(document, query, query, self.question_score, mask=question_mask.unsqueeze(1))
+        aligned, weights = attend(document, query, query, self.question_score, attn_mask=question_mask.unsqueeze(1))
         states = self.modeling(torch.cat([document, aligned, document * aligned], dim=-1), context_mask.sum(-1))
         states = self.dropout(states)  # G: (B, m, 2h)
         pool_query = self.pool_query.expand(query.shape[0], -1, -1)  # (B, 1, 2h)
-        summary, _ = attend(pool_query, query, query, self.pool_score, mask=question_mask.unsqueeze(1))  # (B, 1, 2h)
+        summary, _ = attend(pool_query, query, query, self.pool_score, attn_mask=question_mask.unsqueeze(1))  # (B,1,2h)
         start = self.start_score(self.start_proj(summary), states).squeeze(1)  # (B, m)
         end = self.end_score(self.end_proj(summary), states).squeeze(1)  # (B, m)
         logits = torch.stack([start, end], dim=1).masked_fill(~context_mask.unsqueeze(1), float("-inf"))

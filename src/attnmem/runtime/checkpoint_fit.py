@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from attnmem.core.errors import UserError
+from attnmem.tasks.adapters import with_old_keys_nested
 from attnmem.tasks.hooks import MODEL_KEY
 
 _SHOWN = 3  # keys named per kind of mismatch; the rest are counted
@@ -23,8 +24,8 @@ def check_data(state: dict[str, Any], datamodule: Any, ckpt: Path, run_cfg: Path
 
 def check_weights(state: dict[str, Any], module: torch.nn.Module, ckpt: Path, run_cfg: Path) -> None:
     """Stop when the checkpoint's weights do not fit the model the run's config builds (names and shapes)."""
-    have = state.get("state_dict") or {}
     want = module.state_dict()
+    have = with_old_keys_nested(state.get("state_dict") or {}, module)  # a model saved before its adapter held it
     missing = [k for k in want if k not in have]
     unexpected = [k for k in have if k not in want]
     shapes = [

@@ -3,12 +3,18 @@
 Their `.hydra/config.yaml` names classes by the old module paths (`attnmem.data.babi_gen.BabiGenDataModule`)
 and their checkpoints keep the datamodule's vocabularies under the old class name, so loading one would
 either fail deep inside Hydra or, worse, resume with a fresh vocabulary. docs/architecture.md lists the renames.
+
+Runs of 0.2 whose model moved behind a training adapter in 0.3 (`MOVED`: `attnmem.models.ntm.NTM`, now a tensor
+model, is trained as `attnmem.tasks.sequence_nets.NTMSequence`) still load, for one release, with a
+DeprecationWarning: their config's target is read as the new one, and their weights load into the adapter
+(`tasks/adapters.nest_old_keys`).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +30,12 @@ RENAMED_DATAMODULES = (
     "BabiDataModule", "BabiGenDataModule", "SquadDataModule", "SpanGenDataModule", "GeneratedDataModule",
     "ParallelTextDataModule",
 )
+# model targets of runs made before 0.3 -> the training adapters that replaced them in the model yamls
+MOVED = {
+    "attnmem.models.ntm.NTM": "attnmem.tasks.sequence_nets.NTMSequence",
+    "attnmem.models.dnc.DNC": "attnmem.tasks.sequence_nets.DNCSequence",
+    "attnmem.models.memn2n.MemN2N": "attnmem.tasks.qa_nets.MemN2NQA",
+}
 HINT = (
     "it was made by attnmem 0.1, before the module layout of 0.2 (docs/architecture.md lists the renames): "
     "evaluate or resume it with attnmem 0.1 (git checkout f1db268), or train it again"
@@ -67,3 +79,19 @@ def check_checkpoint(state: dict[str, Any], path: Path) -> None:
     old = next((k for k in state if k in RENAMED_DATAMODULES), None)
     if old is not None:
         raise UserError(f"{path}: its data state belongs to {old}, a datamodule that no longer exists: {HINT}")
+
+
+def moved_target(target: Any, run_dir: Path) -> Any:
+    """The target a run's config names, or what replaced it (`MOVED`), with a DeprecationWarning naming it."""
+    if target not in MOVED:
+        return target
+    warnings.warn(f"{run_dir}: its config names the model {target}, which training now builds as {MOVED[target]} "
+                  f"({target} takes tensors); such runs load until attnmem 0.4", DeprecationWarning, stacklevel=3)
+    return MOVED[target]
+
+
+def apply_moved(cfg: DictConfig, run_dir: Path) -> DictConfig:
+    """`cfg` (a run's saved config) with its model's target replaced where it moved (`MOVED`), in place."""
+    if OmegaConf.select(cfg, "model._target_") in MOVED:
+        cfg.model._target_ = moved_target(cfg.model._target_, run_dir)
+    return cfg

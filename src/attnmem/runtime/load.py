@@ -44,7 +44,7 @@ def load_run(run_dir: str | Path, replica: int | None = None) -> LoadedRun:
             f"{run_dir} is not a finished run (it needs .hydra/config.yaml and metrics.json): pass the "
             "directory of a run train.py completed"
         )
-    cfg = OmegaConf.load(config)
+    cfg = legacy.apply_moved(OmegaConf.load(config), run_dir)
     legacy.check_config(cfg, run_dir)
     state = checkpoint.load(best_checkpoint(run_dir))
     run.check_compatible(cfg)
@@ -87,7 +87,7 @@ def load_model(run_or_ckpt: str | Path, replica: int | None = None) -> LoadedMod
     if not config.is_file():
         raise UserError(f"load_model: {config} is missing: {path} must be a run directory of train.py or a "
                         "checkpoint in its checkpoints/ folder (the model's options are in that config)")
-    cfg = OmegaConf.load(config)
+    cfg = legacy.apply_moved(OmegaConf.load(config), run_dir)
     legacy.check_config(cfg, run_dir)
     state = checkpoint.load(ckpt)
     if DIMS_KEY not in state:

@@ -20,7 +20,7 @@ from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
 from attnmem.core.errors import UserError
-from attnmem.runtime import manifest
+from attnmem.runtime import legacy, manifest
 
 # option prefixes a resumed run may change: how long, on what hardware, what it shows and logs
 ALLOWED = (
@@ -65,6 +65,8 @@ def changes(run_dir: Path, cfg: DictConfig, *, note: bool = False) -> dict[str, 
     started = _started_with(run_dir)
     if started is None:
         return {}
+    if "model._target_" in started:  # a model that moved behind a training adapter (0.3) resumes as the adapter
+        started["model._target_"] = legacy.moved_target(started["model._target_"], run_dir)
     now = _flat(OmegaConf.to_container(cfg, resolve=False))
     changed = {
         k: {"old": started.get(k), "new": now.get(k)}

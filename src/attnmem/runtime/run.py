@@ -185,7 +185,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     run_cfg_path = ckpt.parent.parent / ".hydra" / "config.yaml"
     if not run_cfg_path.is_file():
         raise UserError(f"ckpt_path={ckpt}: the run's config {run_cfg_path} is missing; was it made by train.py?")
-    run_cfg = OmegaConf.load(run_cfg_path)
+    run_cfg = legacy.apply_moved(OmegaConf.load(run_cfg_path), ckpt.parent.parent)
     legacy.check_config(run_cfg, ckpt.parent.parent)
     run_cfg.data = OmegaConf.merge(run_cfg.data, cfg.data)
     check_compatible(run_cfg)
