@@ -1,7 +1,7 @@
 """Modern (continuous) Hopfield network, Ramsauer et al. 2020: retrieval is attention over the stored patterns.
 
 `ModernHopfield` retrieves ±1 patterns of the `patterns` family by softmax attention over them, its
-similarity the `attention` group's score; its trainable layers are in `attnmem.blocks.hopfield`.
+similarity the `attention` group's score; its trainable layers are in `attnmem.blocks.hopfield` (`Hopfield`, `HopfieldPooling`, `HopfieldLayer`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from attnmem.attention import softmax
-from attnmem.blocks.hopfield import Tempered
+from attnmem.blocks.tempered import Tempered
 from attnmem.blocks.output import Retrieval
 
 __all__ = ["ModernHopfield"]
