@@ -9,7 +9,8 @@ environment (hflayers needs only torch):
     git --git-dir=<fetched hopfield-layers> archive HEAD | tar -x -C /tmp/hflayers-src
     PYTHONPATH=src:/tmp/hflayers-src python benchmarks/hflayers_parity.py [--check]
 
-`--check` also builds attnmem's layers here and prints the largest deviation of each configuration.
+`--check` also builds attnmem's layers here and prints the largest deviation of each configuration
+(scaled as the test scales it, and absolute).
 """
 
 from __future__ import annotations
@@ -97,7 +98,8 @@ def main() -> None:
         from test_hopfield_parity import deviations  # noqa: PLC0415
 
         for name, rec in records.items():
-            print(name, {k: f"{v:.2e}" for k, v in deviations(rec).items()})
+            scaled, absolute = deviations(rec), deviations(rec, absolute=True)
+            print(name, {k: f"{scaled[k]:.1e} (absolute {absolute[k]:.1e})" for k in scaled})
 
 
 if __name__ == "__main__":

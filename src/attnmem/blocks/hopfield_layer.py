@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from attnmem.attention.scores import score_factory
+from attnmem.blocks.hopfield_projection import project
 from attnmem.blocks.hopfield_update import association_keep, update
 from attnmem.blocks.tempered import Tempered
 
@@ -237,27 +238,18 @@ class Hopfield(nn.Module):
         return stored, state, projection
 
     def _project(self, stored: Tensor, state: Tensor, projection: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        same = stored is projection
-        stored = _apply(self.norm_stored_pattern, stored)
-        state = _apply(self.norm_state_pattern, state)
-        projection = stored if same and self._same_norm() else _apply(self.norm_pattern_projection, projection)
-        keys = _heads(_apply(self.key_proj, stored), self.num_heads, self.static[0])  # (B, H, S, hd)
-        query = _heads(_apply(self.query_proj, state), self.num_heads, self.static[1])  # (B, H, L, hd)
+        value_part = (self.norm_pattern_projection, None if self.connected else self.value_proj)
+        keys, query, values = project([stored, state, projection], [
+            (self.norm_stored_pattern, self.key_proj), (self.norm_state_pattern, self.query_proj), value_part])
         if self.connected:
-            projection = self.key_proj(projection)  # (B, S, H·hd) W_V reads W_K's projection
+            values = self.value_proj(self.key_proj(values))  # (B, S, H·pd) W_V reads W_K's projection
+        keys = _heads(keys, self.num_heads, self.static[0])  # (B, H, S, hd)
+        query = _heads(query, self.num_heads, self.static[1])  # (B, H, L, hd)
         shared = self.static[2] and not self.connected  # W_K's projection is already per head
-        values = _heads(_apply(self.value_proj, projection), self.num_heads, shared)  # (B, H, S, pd)
+        values = _heads(values, self.num_heads, shared)  # (B, H, S, pd)
         if self.norm_hopfield_space is not None:
             query, keys = self.norm_hopfield_space(query), self.norm_hopfield_space(keys)
         return query, keys, values
-
-    def _same_norm(self) -> bool:
-        """Stored patterns and projection normalised alike (both off), so one tensor serves both."""
-        return self.norm_stored_pattern is None and self.norm_pattern_projection is None
-
-
-def _apply(module: nn.Module | None, x: Tensor) -> Tensor:
-    return x if module is None else module(x)
 
 
 def _heads(x: Tensor, heads: int, static: bool) -> Tensor:
