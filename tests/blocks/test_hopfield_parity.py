@@ -37,6 +37,8 @@ def deviations(rec: dict[str, Any], *, absolute: bool = False) -> dict[str, floa
     module.load_state_dict(from_hflayers_state_dict(rec["state_dict"], module))
     inputs = [x.clone().requires_grad_() for x in rec["inputs"]]
     data = inputs[0] if len(inputs) == 1 else tuple(inputs)
+    with torch.no_grad():  # without ξ asked for, one retrieval may take SDPA
+        plain = module(data, rec["padding"], rec["association"])
     output, xi = module(data, rec["padding"], rec["association"], return_association=True)
     (output * rec["output_weights"]).sum().backward()
     grads = {name: p.grad for name, p in module.named_parameters() if p.grad is not None}
@@ -44,6 +46,7 @@ def deviations(rec: dict[str, Any], *, absolute: bool = False) -> dict[str, floa
     assert set(grads) == set(want), f"gradients of {sorted(set(grads) ^ set(want))} on one side only"
     return {
         "output": diff(output, rec["output"]),
+        "output without ξ": diff(plain, rec["output"]),
         "xi": diff(xi, rec["xi"]),
         "input grads": max(diff(x.grad, g) for x, g in zip(inputs, rec["input_grads"])),
         "param grads": max(diff(grads[k], want[k]) for k in want),

@@ -15,7 +15,7 @@ from typing import Union
 import torch
 from torch import Tensor, nn
 
-from attnmem.attention.scores import score_factory
+from attnmem.attention.scores import Dot, ScaledDot, score_factory
 from attnmem.blocks.hopfield_projection import project
 from attnmem.blocks.hopfield_update import association_keep, update
 from attnmem.blocks.tempered import Tempered
@@ -119,6 +119,9 @@ class Hopfield(nn.Module):
         self.score = Tempered(score_factory(score, owner="Hopfield")(query_dim=self.hidden_size,
                                                                      key_dim=self.hidden_size),
                               self._scaling(scaling))
+        # β·qᵀk with the default β = 1/√hidden_size is ScaledDot, which `attend` hands to SDPA
+        default = type(self.score.score) is Dot and self.score.beta == 1.0 / math.sqrt(self.hidden_size)
+        self._fused_score = ScaledDot(self.hidden_size, self.hidden_size) if default else None
         self.reset_parameters()
 
     @staticmethod
@@ -209,7 +212,8 @@ class Hopfield(nn.Module):
         if self.add_zero_association:
             keys, values = _zero_pad(keys), _zero_pad(values)
         read, xi = update(query, keys, values, self.score, keep, steps_max=self.update_steps_max,
-                          eps=self.update_steps_eps, dropout=self.dropout, need_weights=return_association)
+                          eps=self.update_steps_eps, dropout=self.dropout, need_weights=return_association,
+                          fused=self._fused_score)
         batch, _, length, _ = read.shape
         output = read.transpose(1, 2).reshape(batch, length, -1)  # (B, L, H·pd) heads side by side
         if self.out_proj is not None:

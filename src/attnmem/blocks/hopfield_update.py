@@ -56,16 +56,18 @@ def _check_bool(mask: Tensor, name: str, meaning: str) -> None:
 
 
 def update(query: Tensor, keys: Tensor, values: Tensor, score: nn.Module, keep: Tensor | None, *,
-           steps_max: int | None, eps: float, dropout: nn.Dropout,
-           need_weights: bool) -> tuple[Tensor, Tensor | None]:
+           steps_max: int | None, eps: float, dropout: nn.Dropout, need_weights: bool,
+           fused: nn.Module | None = None) -> tuple[Tensor, Tensor | None]:
     """Retrieve with `steps_max` updates of ξ at most: `(read (B, H, L, pd), ξ (B, H, L, S) or None)`.
 
-    One retrieval without dropout reads the values in the same `attend` call; otherwise the states are
-    updated with the keys as values (ξ Y, the next state) and ξ reads the values once it has settled.
+    One retrieval without dropout reads the values in the same `attend` call (with `fused`, a `ScaledDot` equal
+    to `score`, in `F.scaled_dot_product_attention` when ξ is not needed); otherwise the states are updated
+    with the keys as values (ξ Y, the next state) and ξ reads the values once it has settled.
     """
     dropping = dropout.p > 0 and dropout.training
     if steps_max == 0 and not dropping:
-        return attend(query, keys, values, score, attn_mask=keep, need_weights=need_weights)
+        one = fused if fused is not None and not need_weights else score
+        return attend(query, keys, values, one, attn_mask=keep, need_weights=need_weights)
     state, xi = attend(query, keys, keys, score, attn_mask=keep)  # ξ Y (B, H, L, hd), ξ (B, H, L, S)
     active = _still_moving(None, xi, 0, steps_max, eps)
     step = 1
