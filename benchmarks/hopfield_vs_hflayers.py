@@ -81,7 +81,7 @@ def main() -> None:
     import hflayers  # noqa: PLC0415 - from PYTHONPATH, this script only
 
     print(f"torch {torch.__version__}, 1 thread, {args.rounds} interleaved rounds of {args.calls} calls, median")
-    print(f"| configuration | hflayers ms | ours ms | hflayers / ours |\n|---|---|---|---|")
+    print("| configuration | hflayers ms | ours ms | hflayers / ours |\n|---|---|---|---|")
     for name, config in CONFIGS.items():
         run_theirs, run_ours = build(config, hflayers)
         for fn in (run_theirs, run_ours):  # warm-up

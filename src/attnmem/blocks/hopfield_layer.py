@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Union
 
 import torch
 from torch import Tensor, nn
@@ -22,7 +21,7 @@ from attnmem.blocks.tempered import Tempered
 
 __all__ = ["Hopfield"]
 
-Patterns = Union[Tensor, tuple[Tensor, Tensor, Tensor]]
+Patterns = Tensor | tuple[Tensor, Tensor, Tensor]
 
 
 def _norm(on: bool, affine: bool, eps: float, width: int, name: str) -> nn.LayerNorm | None:
@@ -120,7 +119,9 @@ class Hopfield(nn.Module):
                                                                      key_dim=self.hidden_size),
                               self._scaling(scaling))
         # β·qᵀk with the default β = 1/√hidden_size is ScaledDot, which `attend` hands to SDPA
-        default = type(self.score.score) is Dot and self.score.beta == 1.0 / math.sqrt(self.hidden_size)
+        beta = self.score.beta
+        default = isinstance(beta, float) and beta == 1.0 / math.sqrt(self.hidden_size)
+        default = default and type(self.score.score) is Dot
         self._fused_score = ScaledDot(self.hidden_size, self.hidden_size) if default else None
         self.reset_parameters()
 
