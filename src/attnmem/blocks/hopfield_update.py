@@ -61,12 +61,13 @@ def update(query: Tensor, keys: Tensor, values: Tensor, score: nn.Module, keep: 
     """Retrieve with `steps_max` updates of ξ at most: `(read (B, H, L, pd), ξ (B, H, L, S) or None)`.
 
     One retrieval without dropout reads the values in the same `attend` call (with `fused`, a `ScaledDot` equal
-    to `score`, in `F.scaled_dot_product_attention` when ξ is not needed); otherwise the states are updated
+    to `score`, in `F.scaled_dot_product_attention` when neither ξ nor a mask is there: on a CPU, SDPA's masked
+    softmax costs more than it saves); otherwise the states are updated
     with the keys as values (ξ Y, the next state) and ξ reads the values once it has settled.
     """
     dropping = dropout.p > 0 and dropout.training
     if steps_max == 0 and not dropping:
-        one = fused if fused is not None and not need_weights else score
+        one = fused if fused is not None and not need_weights and keep is None else score
         return attend(query, keys, values, one, attn_mask=keep, need_weights=need_weights)
     state, xi = attend(query, keys, keys, score, attn_mask=keep)  # ξ Y (B, H, L, hd), ξ (B, H, L, S)
     active = _still_moving(None, xi, 0, steps_max, eps)
