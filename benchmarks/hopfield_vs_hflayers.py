@@ -2,8 +2,9 @@
 
 Each configuration builds the hflayers module and attnmem's with the same arguments, loads hflayers' weights
 into ours (`from_hflayers_state_dict`), checks that both give the same output (1e-5), then times forward +
-backward (a weighted sum of the output as the loss) in interleaved rounds, one thread, and prints the median
-time per call and the ratio hflayers time / ours (target ≥ 1.0). hflayers is no dependency of attnmem: run
+backward (a weighted sum of the output as the loss), one thread: each round alternates the two call by call
+(hflayers, ours, hflayers, …), so a burst of load on a shared machine hits both alike; it prints the median
+time per call over the rounds and the median of the rounds' ratios hflayers time / ours (target ≥ 1.0). hflayers is no dependency of attnmem: run
 this outside the project's environment, hflayers' exported source on PYTHONPATH:
 
     PYTHONPATH=src:/tmp/hflayers-src python benchmarks/hopfield_vs_hflayers.py [--rounds 15 --calls 20]
@@ -65,11 +66,15 @@ def build(config: dict[str, Any], hflayers: Any) -> tuple[Callable[[], None], Ca
     return run_theirs, run_ours
 
 
-def timed(fn: Callable[[], None], calls: int) -> float:
-    start = time.perf_counter()
+def alternated(first: Callable[[], None], second: Callable[[], None], calls: int) -> tuple[float, float]:
+    """Seconds per call of each, the two called in turn `calls` times."""
+    spent = [0.0, 0.0]
     for _ in range(calls):
-        fn()
-    return (time.perf_counter() - start) / calls
+        for i, fn in enumerate((first, second)):
+            start = time.perf_counter()
+            fn()
+            spent[i] += time.perf_counter() - start
+    return spent[0] / calls, spent[1] / calls
 
 
 def main() -> None:
@@ -80,18 +85,17 @@ def main() -> None:
     torch.set_num_threads(1)
     import hflayers  # noqa: PLC0415 - from PYTHONPATH, this script only
 
-    print(f"torch {torch.__version__}, 1 thread, {args.rounds} interleaved rounds of {args.calls} calls, median")
-    print("| configuration | hflayers ms | ours ms | hflayers / ours |\n|---|---|---|---|")
+    print(f"torch {torch.__version__}, 1 thread, {args.rounds} rounds of {args.calls} alternated calls, median")
+    print("| configuration | hflayers ms | ours ms | hflayers / ours (quartiles) |\n|---|---|---|---|")
     for name, config in CONFIGS.items():
         run_theirs, run_ours = build(config, hflayers)
-        for fn in (run_theirs, run_ours):  # warm-up
-            timed(fn, 3)
-        theirs, ours = [], []
-        for _ in range(args.rounds):
-            theirs.append(timed(run_theirs, args.calls))
-            ours.append(timed(run_ours, args.calls))
-        t, o = statistics.median(theirs), statistics.median(ours)
-        print(f"| {name} | {1e3 * t:.3f} | {1e3 * o:.3f} | **{t / o:.2f}** |", flush=True)
+        alternated(run_theirs, run_ours, 3)  # warm-up
+        rounds = [alternated(run_theirs, run_ours, args.calls) for _ in range(args.rounds)]
+        theirs, ours = statistics.median(t for t, _ in rounds), statistics.median(o for _, o in rounds)
+        ratios = sorted(t / o for t, o in rounds)
+        spread = f"{ratios[len(ratios) // 4]:.2f}–{ratios[(3 * len(ratios)) // 4]:.2f}"
+        print(f"| {name} | {1e3 * theirs:.3f} | {1e3 * ours:.3f} | **{statistics.median(ratios):.2f}** ({spread}) |",
+              flush=True)
 
 
 if __name__ == "__main__":
