@@ -2,10 +2,10 @@
 
 Each configuration builds the hflayers module and attnmem's with the same arguments, loads hflayers' weights
 into ours (`from_hflayers_state_dict`), checks that both give the same output (1e-5), then times forward +
-backward (a weighted sum of the output as the loss), one thread: each round alternates the two call by call
-(hflayers, ours, hflayers, …), so a burst of load on a shared machine hits both alike; it prints the median
-time per call over the rounds and the median of the rounds' ratios hflayers time / ours (target ≥ 1.0). hflayers is no dependency of attnmem: run
-this outside the project's environment, hflayers' exported source on PYTHONPATH:
+backward (a weighted sum of the output as the loss), one thread: each round alternates the two call by
+call (hflayers, ours, hflayers, …), so a burst of load on a shared machine hits both alike; it prints the
+median time per call over the rounds and the median of the rounds' ratios hflayers / ours (target ≥ 1.0).
+hflayers is no dependency of attnmem: run this outside the project's environment, hflayers' exported source on PYTHONPATH:
 
     PYTHONPATH=src:/tmp/hflayers-src python benchmarks/hopfield_vs_hflayers.py [--rounds 15 --calls 20]
 """
