@@ -6,8 +6,8 @@ PyPI and never a dependency of attnmem), seeds its weights and inputs, and saves
 weights through `from_hflayers_state_dict` and compares, without hflayers. Run it outside the project's
 environment (hflayers needs only torch):
 
-    git --git-dir=<fetched hopfield-layers> archive HEAD | tar -x -C /tmp/hflayers-src
-    PYTHONPATH=src:/tmp/hflayers-src python benchmarks/hflayers_parity.py [--check]
+    git --git-dir=<fetched hopfield-layers> archive HEAD | tar -x -C <hopfield-layers src>
+    PYTHONPATH=src:<hopfield-layers src> python benchmarks/hflayers_parity.py [--check]
 
 `--check` also builds attnmem's layers here and prints the largest deviation of each configuration
 (scaled as the test scales it, and absolute).

@@ -5,9 +5,9 @@ into ours (`from_hflayers_state_dict`), checks that both give the same output (1
 backward (a weighted sum of the output as the loss), one thread: each round alternates the two call by
 call (hflayers, ours, hflayers, …), so a burst of load on a shared machine hits both alike; it prints the
 median time per call over the rounds and the median of the rounds' ratios hflayers / ours (target ≥ 1.0).
-hflayers is no dependency of attnmem: run this outside the project's environment, hflayers' exported source on PYTHONPATH:
+hflayers is no dependency of attnmem: run this outside the project's environment, its source on PYTHONPATH:
 
-    PYTHONPATH=src:/tmp/hflayers-src python benchmarks/hopfield_vs_hflayers.py [--rounds 15 --calls 20]
+    PYTHONPATH=src:<hopfield-layers src> python benchmarks/hopfield_vs_hflayers.py [--rounds 15 --calls 20]
 """
 
 from __future__ import annotations
