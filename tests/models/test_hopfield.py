@@ -142,19 +142,20 @@ def test_modern_stops_when_converged():
 
 
 def test_pooling_and_layer_shapes_mask_and_gradients():
-    pool = HopfieldPooling(input_dim=6, score=Dot, num_queries=2, hidden_dim=4, output_dim=5, update_steps=2)
+    pool = HopfieldPooling(6, score=Dot, quantity=2, hidden_size=4, output_size=5, update_steps_max=1)
     stored = torch.randn(3, 7, 6)
-    mask = torch.ones(3, 7, dtype=torch.bool)
-    mask[:, 5:] = False
-    pooled, weights = pool(stored, mask=mask)
-    assert pooled.shape == (3, 2, 5) and weights.shape == (3, 2, 7)
-    assert torch.equal(weights[..., 5:], torch.zeros(3, 2, 2))
-    torch.testing.assert_close(weights.sum(-1), torch.ones(3, 2))
-    layer = HopfieldLayer(input_dim=6, num_patterns=9, score=Dot, output_dim=3)
-    out, weights = layer(stored)
-    assert out.shape == (3, 7, 3) and weights.shape == (3, 7, 9)
+    padding = torch.zeros(3, 7, dtype=torch.bool)
+    padding[:, 5:] = True
+    pooled, weights = pool(stored, padding, return_association=True)
+    assert pooled.shape == (3, 2 * 5) and weights.shape == (3, 1, 2, 7)
+    assert torch.equal(weights[..., 5:], torch.zeros(3, 1, 2, 2))
+    torch.testing.assert_close(weights.sum(-1), torch.ones(3, 1, 2))
+    layer = HopfieldLayer(6, quantity=9, score=Dot, output_size=3, lookup_weights_as_separated=True)
+    out, weights = layer(stored, return_association=True)
+    assert out.shape == (3, 7, 3) and weights.shape == (3, 1, 7, 9)
     (pooled.sum() + out.sum()).backward()
-    assert pool.query.grad is not None and layer.patterns.grad is not None and layer.values.grad is not None
+    assert pool.pooling_weights.grad is not None and layer.lookup_weights.grad is not None
+    assert layer.target_weights.grad is not None
 
 
 @pytest.mark.parametrize(

@@ -1,122 +1,155 @@
-"""Hopfield layers of Ramsauer et al. 2020 for other models: the tempered score, pooling, a learned lookup.
+"""Hopfield pooling and lookup (Ramsauer et al. 2020, §3) on the general `Hopfield` layer, as in `hflayers`.
 
-`HopfieldPooling` (a learned query pools a set) and `HopfieldLayer` (learned stored patterns) compute
-the update with `attend`, so the `attention` group swaps the similarity.
+`HopfieldPooling` (learned state patterns pool a set) and `HopfieldLayer` (inputs look up learned stored
+patterns) take `hflayers`' arguments; both compute the association with `attend`, so `score=` swaps the
+similarity. State dicts of their attnmem 0.2 forms (`query`, `key_proj`, `value_proj`; `patterns`, `values`)
+load through a pre-hook.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from attnmem.attention import attend
-from attnmem.core.float32 import in_float32
+from attnmem.blocks.hopfield_layer import Hopfield
+from attnmem.blocks.tempered import Tempered
 
-__all__ = ["HopfieldLayer", "HopfieldPooling", "Tempered"]
+__all__ = ["Hopfield", "HopfieldLayer", "HopfieldPooling", "Tempered"]
 
 
-class Tempered(nn.Module):
-    """A score times the inverse temperature β: β · score(q, k), the argument of the Hopfield softmax.
+def _renamed_keys(state_dict: dict[str, Any], prefix: str, renames: dict[str, str]) -> None:
+    for old, new in renames.items():
+        if prefix + old in state_dict and prefix + new not in state_dict:
+            state_dict[prefix + new] = state_dict.pop(prefix + old)
 
-    A score linear in the query (`linear_in_query`) is called on β·q instead: the same value, one
-    multiplication over (B, Tq, Dq) rather than over the (B, Tq, Tk) scores, forward and backward.
-    """
 
-    def __init__(self, score: nn.Module, beta: float) -> None:
-        super().__init__()
-        if beta <= 0:
-            raise ValueError(f"beta must be > 0, got {beta}")
-        self.score, self.beta = score, beta
-        self.scales_query: bool = getattr(score, "linear_in_query", False)
-
-    @in_float32  # a large β would amplify 16-bit rounding of the scores
-    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
-        if self.scales_query:
-            return self.score(self.beta * query, keys)  # (B, Tq, Tk) score(βq, k) = β·score(q, k)
-        return self.beta * self.score(query, keys)  # (B, Tq, Tk)
+def _batched(input: Tensor, owner: str, batch_first: bool) -> Tensor:
+    if not isinstance(input, Tensor) or input.dim() != 3:
+        shape = tuple(input.shape) if isinstance(input, Tensor) else type(input).__name__
+        layout = "batch, length" if batch_first else "length, batch"
+        raise ValueError(f"{owner}: input of shape {shape}, expected 3-D ({layout}, width); "
+                         "add a batch dimension to an unbatched set (x.unsqueeze(0))")
+    return input
 
 
 class HopfieldPooling(nn.Module):
-    """Hopfield pooling, Ramsauer et al. 2020 (§3, "HopfieldPooling"): a learned state pattern pools a set.
+    """Hopfield pooling, Ramsauer et al. 2020 (§3, "HopfieldPooling"): `quantity` learned state patterns pool a set.
 
-    The stored patterns are the input set Y (B, T, D): keys Y W_K, values Y W_V; the state
-    patterns are `num_queries` learned queries Q (plus, optionally, a per-example `query` added to
-    them, to condition the pooling). The output is softmax(β score(ξ, Y W_K)) Y W_V after ξ is
-    updated `update_steps - 1` times in the key space.
+    The stored patterns and the projection are the input set; the state patterns are `pooling_weights`,
+    (quantity, input_size) (hidden_size with `state_pattern_as_static=True`), plus an optional per-example
+    `state` added to them (to condition the pooling on a question, say).
+
+    Args:
+        input_size: width of the set's elements (and of the state patterns).
+        quantity: the learned state patterns, each pooling the set once.
+        trainable: whether the state patterns learn.
+        **hopfield: the arguments of `Hopfield` (hidden_size, num_heads, scaling, update_steps_max, …).
+
+    Shapes:
+        input: (B, S, input_size), or a tuple (stored (B, S, ·), projection (B, S, ·)).
+        state: (B, quantity, width of a state pattern), optional.
+        stored_pattern_padding_mask: bool (B, S), True = padding.
+
+    Returns:
+        pooled (B, quantity · output_size); with `return_association=True` also ξ (B, num_heads, quantity, S).
     """
 
-    def __init__(
-        self,
-        *,
-        input_dim: int,
-        score: Callable[..., nn.Module],
-        num_queries: int = 1,
-        hidden_dim: int | None = None,
-        output_dim: int | None = None,
-        beta: float = 1.0,
-        update_steps: int = 1,
-    ) -> None:
+    def __init__(self, input_size: int, *, quantity: int = 1, trainable: bool = True, **hopfield: Any) -> None:
         super().__init__()
-        hidden_dim, output_dim = hidden_dim or input_dim, output_dim or input_dim
-        if min(input_dim, num_queries, hidden_dim, output_dim, update_steps) < 1:
-            raise ValueError(
-                "HopfieldPooling: input_dim, num_queries, hidden_dim, output_dim and update_steps must be >= 1"
-            )
-        self.update_steps = update_steps
-        self.query = nn.Parameter(torch.randn(num_queries, hidden_dim) / math.sqrt(hidden_dim))  # Q
-        self.key_proj = nn.Linear(input_dim, hidden_dim, bias=False)  # W_K
-        self.value_proj = nn.Linear(input_dim, output_dim, bias=False)  # W_V
-        self.score = Tempered(score(query_dim=hidden_dim, key_dim=hidden_dim), beta)
+        if quantity < 1:
+            raise ValueError(f"HopfieldPooling: quantity must be >= 1, got {quantity}")
+        self.hopfield = Hopfield(input_size, **hopfield)
+        self.quantity = quantity
+        width = self.hopfield.hidden_size if self.hopfield.static[1] else input_size
+        self.pooling_weights = nn.Parameter(torch.empty(quantity, width), requires_grad=trainable)  # (Q, D)
+        nn.init.normal_(self.pooling_weights, mean=0.0, std=0.02)
+        self.register_load_state_dict_pre_hook(self._old_keys)
 
-    def forward(
-        self, stored: Tensor, *, mask: Tensor | None = None, query: Tensor | None = None
-    ) -> tuple[Tensor, Tensor]:
-        """Pool `stored (B, T, D)`; `mask (B, T)` True where an element may be read.
+    @staticmethod
+    def _old_keys(module: nn.Module, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
+        """attnmem 0.2's HopfieldPooling kept `query`, `key_proj`, `value_proj` on itself."""
+        _renamed_keys(state_dict, prefix, {"query": "pooling_weights",
+                                           "key_proj.weight": "hopfield.key_proj.weight",
+                                           "value_proj.weight": "hopfield.value_proj.weight"})
 
-        Returns `(pooled (B, Q, D_out), weights (B, Q, T))`.
-        """
-        keys, values = self.key_proj(stored), self.value_proj(stored)  # (B, T, H), (B, T, D_out)
-        state = self.query.expand(stored.shape[0], -1, -1)  # (B, Q, H)
-        if query is not None:
-            state = state + query
-        mask = mask.unsqueeze(1) if mask is not None else None  # (B, 1, T)
-        for _ in range(self.update_steps - 1):
-            state, _ = attend(state, keys, keys, self.score, mask=mask)
-        pooled, weights = attend(state, keys, values, self.score, mask=mask)
-        return pooled, weights
+    def forward(self, input: Tensor | tuple[Tensor, Tensor], stored_pattern_padding_mask: Tensor | None = None,
+                association_mask: Tensor | None = None, *, state: Tensor | None = None,
+                return_association: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """Pool the set: (B, quantity · output_size), and ξ with `return_association`."""
+        stored, projection = input if isinstance(input, (tuple, list)) else (input, input)
+        stored = _batched(stored, "HopfieldPooling", self.hopfield.batch_first)
+        batch = stored.shape[0 if self.hopfield.batch_first else 1]
+        states = self.pooling_weights.expand(batch, -1, -1)  # (B, Q, D)
+        if state is not None:
+            states = states + state
+        if not self.hopfield.batch_first:
+            states = states.transpose(0, 1)
+        out = self.hopfield((stored, states, projection), stored_pattern_padding_mask, association_mask,
+                            return_association=return_association)
+        pooled, xi = out if return_association else (out, None)
+        pooled = pooled if self.hopfield.batch_first else pooled.transpose(0, 1)
+        pooled = pooled.flatten(start_dim=1)  # (B, Q · output_size)
+        return (pooled, xi) if return_association else pooled
 
 
 class HopfieldLayer(nn.Module):
-    """Hopfield layer, Ramsauer et al. 2020 (§3, "HopfieldLayer"): inputs retrieve from learned stored patterns.
+    """Hopfield lookup, Ramsauer et al. 2020 (§3, "HopfieldLayer"): inputs retrieve from learned stored patterns.
 
-    The state patterns are the inputs R (B, T, D) projected by W_Q; the K stored patterns Y (the
-    keys) and their read-outs (the values) are parameters, as in a learned lookup table:
-    output = softmax(β score(R W_Q, Y)) V.
+    The state patterns are the input; the `quantity` stored patterns are `lookup_weights` and the projection
+    is them too, or `target_weights` of its own with `lookup_weights_as_separated=True`: a learned
+    key-value table.
+
+    Args:
+        input_size: width of the input (the state patterns).
+        quantity: the learned stored patterns.
+        trainable: whether the stored patterns learn.
+        lookup_weights_as_separated: learn the projection (targets) apart from the stored patterns.
+        lookup_targets_as_trainable: whether those targets learn.
+        **hopfield: the arguments of `Hopfield`.
+
+    Shapes:
+        input: (B, L, input_size).
+
+    Returns:
+        output (B, L, output_size); with `return_association=True` also ξ (B, num_heads, L, quantity).
     """
 
-    def __init__(
-        self,
-        *,
-        input_dim: int,
-        num_patterns: int,
-        score: Callable[..., nn.Module],
-        hidden_dim: int | None = None,
-        output_dim: int | None = None,
-        beta: float = 1.0,
-    ) -> None:
+    def __init__(self, input_size: int, *, quantity: int = 1, trainable: bool = True,
+                 lookup_weights_as_separated: bool = False, lookup_targets_as_trainable: bool = True,
+                 **hopfield: Any) -> None:
         super().__init__()
-        hidden_dim, output_dim = hidden_dim or input_dim, output_dim or input_dim
-        if min(input_dim, num_patterns, hidden_dim, output_dim) < 1:
-            raise ValueError("HopfieldLayer: input_dim, num_patterns, hidden_dim and output_dim must be >= 1")
-        self.query_proj = nn.Linear(input_dim, hidden_dim, bias=False)  # W_Q
-        self.patterns = nn.Parameter(torch.randn(num_patterns, hidden_dim) / math.sqrt(hidden_dim))  # Y
-        self.values = nn.Parameter(torch.randn(num_patterns, output_dim) / math.sqrt(output_dim))  # V
-        self.score = Tempered(score(query_dim=hidden_dim, key_dim=hidden_dim), beta)
+        if quantity < 1:
+            raise ValueError(f"HopfieldLayer: quantity must be >= 1, got {quantity}")
+        self.hopfield = Hopfield(input_size, **hopfield)
+        self.quantity = quantity
+        core = self.hopfield
+        width = core.hidden_size if core.static[0] else core.stored_pattern_size
+        self.lookup_weights = nn.Parameter(torch.empty(quantity, width), requires_grad=trainable)  # (K, D)
+        nn.init.normal_(self.lookup_weights, mean=0.0, std=0.02)
+        self.target_weights: nn.Parameter | None = None
+        if lookup_weights_as_separated:
+            target = width if "pattern_projection_size" not in hopfield else core.pattern_projection_size
+            self.target_weights = nn.Parameter(torch.empty(quantity, target), requires_grad=lookup_targets_as_trainable)
+            nn.init.normal_(self.target_weights, mean=0.0, std=0.02)
+        self.register_load_state_dict_pre_hook(self._old_keys)
 
-    def forward(self, states: Tensor) -> tuple[Tensor, Tensor]:
-        """Retrieve for `states (B, T, D)`: `(output (B, T, D_out), weights (B, T, K))`."""
-        query = self.query_proj(states)  # (B, T, H)
-        return attend(query, self.patterns.unsqueeze(0), self.values.unsqueeze(0), self.score)
+    @staticmethod
+    def _old_keys(module: nn.Module, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
+        """attnmem 0.2's HopfieldLayer kept `query_proj`, `patterns`, `values` on itself."""
+        _renamed_keys(state_dict, prefix, {"query_proj.weight": "hopfield.query_proj.weight",
+                                           "patterns": "lookup_weights", "values": "target_weights"})
+
+    def forward(self, input: Tensor, stored_pattern_padding_mask: Tensor | None = None,
+                association_mask: Tensor | None = None, *,
+                return_association: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """Look up: (B, L, output_size), and ξ with `return_association`."""
+        input = _batched(input, "HopfieldLayer", self.hopfield.batch_first)
+        batch = input.shape[0 if self.hopfield.batch_first else 1]
+        stored = self.lookup_weights.expand(batch, -1, -1)  # (B, K, D)
+        targets = stored if self.target_weights is None else self.target_weights.expand(batch, -1, -1)
+        if not self.hopfield.batch_first:
+            stored, targets = stored.transpose(0, 1), targets.transpose(0, 1)
+        return self.hopfield((stored, input, targets), stored_pattern_padding_mask, association_mask,
+                             return_association=return_association)

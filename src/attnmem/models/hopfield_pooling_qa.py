@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -22,16 +23,22 @@ class HopfieldPoolingQA(nn.Module):
 
     Each sentence is a position-encoded bag of words (Sukhbaatar et al. 2015, §4.1) plus a learned
     embedding of its recency; these are the stored patterns. The question u = Σ_j l_j ∘ B q_j is
-    added to each pooling layer's learned query, its pooled read-out o is added back
-    (u ← u + o, one `HopfieldPooling` per hop), and the answer logits are W u.
+    added to each pooling layer's learned state pattern, its pooled read-out o is added back
+    (u ← u + o, one `HopfieldPooling` per hop), and the answer logits are W u. Each pooling is the plain
+    update of the paper: keys Y W_K, values Y W_V, the state pattern in the key space (no normalisation,
+    bias or output projection), β = `scaling`, `update_steps_max` updates after the first retrieval.
+
+    `beta` and `update_steps` (0.2's names: `update_steps` counted the retrieval too) still work, with a
+    DeprecationWarning, until 0.4.
     """
 
     families: ClassVar[tuple[str, ...]] = ("qa",)
 
     def __init__(self, *, vocab_size: int, num_answers: int, memory_size: int, sentence_len: int,
-                 score: Callable[..., nn.Module], embed_dim: int = 32, hops: int = 2, beta: float = 1.0,
-                 update_steps: int = 1) -> None:
+                 score: Callable[..., nn.Module], embed_dim: int = 32, hops: int = 2, scaling: float = 1.0,
+                 update_steps_max: int = 0, beta: float | None = None, update_steps: int | None = None) -> None:
         super().__init__()
+        scaling, update_steps_max = _renamed(scaling, update_steps_max, beta, update_steps)
         sizes = {"vocab_size": vocab_size, "num_answers": num_answers, "memory_size": memory_size,
                  "sentence_len": sentence_len, "embed_dim": embed_dim, "hops": hops}
         check_sizes("HopfieldPoolingQA", sizes)
@@ -39,10 +46,7 @@ class HopfieldPoolingQA(nn.Module):
         self.story_embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
         self.query_embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
         self.recency = nn.Embedding(memory_size, embed_dim)
-        self.pools = nn.ModuleList(
-            HopfieldPooling(input_dim=embed_dim, score=score, beta=beta, update_steps=update_steps)
-            for _ in range(hops)
-        )
+        self.pools = nn.ModuleList(_pooling(embed_dim, score, scaling, update_steps_max) for _ in range(hops))
         self.answer = nn.Linear(embed_dim, num_answers, bias=False)  # W
         self.register_buffer("position", position_encoding(sentence_len, embed_dim), persistent=False)  # (J, d)
         for embed in (self.story_embed, self.query_embed, self.recency):
@@ -66,7 +70,35 @@ class HopfieldPoolingQA(nn.Module):
         u = self.encode(self.query_embed, query).unsqueeze(1)  # (B, 1, d)
         attention = []
         for pool in self.pools:
-            o, weights = pool(stored, mask=slot_mask, query=u)  # (B, 1, d), (B, 1, S)
-            u = u + o
-            attention.append(weights.squeeze(1))  # (B, S)
+            o, weights = pool(stored, ~slot_mask, state=u, return_association=True)  # (B, d), (B, 1, 1, S)
+            u = u + o.unsqueeze(1)
+            attention.append(weights[:, 0, 0])  # (B, S)
         return Output(pred=self.answer(u.squeeze(1)), attention=attention)  # (B, num_answers)
+
+
+def _pooling(embed_dim: int, score: Callable[..., nn.Module], scaling: float, steps: int) -> HopfieldPooling:
+    """0.2's pooling: a state pattern in the key space, Y W_K and Y W_V without bias, nothing normalised."""
+    off = {f"normalize_{name}": False for name in ("stored_pattern", "state_pattern", "pattern_projection")}
+    off |= {f"{key}_affine": False for key in off}
+    pool = HopfieldPooling(embed_dim, hidden_size=embed_dim, score=score, scaling=scaling, update_steps_max=steps,
+                           update_steps_eps=0.0, state_pattern_as_static=True, input_bias=False,
+                           disable_out_projection=True, **off)
+    with torch.no_grad():  # 0.2's initialisation (hflayers' N(0, 0.02²) learns more slowly here)
+        pool.pooling_weights.normal_(std=embed_dim**-0.5)
+        pool.hopfield.key_proj.reset_parameters()
+        pool.hopfield.value_proj.reset_parameters()
+    return pool
+
+
+def _renamed(scaling: float, steps_max: int, beta: float | None, update_steps: int | None) -> tuple[float, int]:
+    if beta is not None:
+        warnings.warn("HopfieldPoolingQA(beta=...) is deprecated and goes in 0.4: use scaling= (the same β)",
+                      DeprecationWarning, stacklevel=3)
+        scaling = beta
+    if update_steps is not None:
+        warnings.warn("HopfieldPoolingQA(update_steps=n) is deprecated and goes in 0.4: use update_steps_max=n-1 "
+                      "(the updates after the first retrieval)", DeprecationWarning, stacklevel=3)
+        if update_steps < 1:
+            raise ValueError(f"HopfieldPoolingQA: update_steps must be >= 1, got {update_steps}")
+        steps_max = update_steps - 1
+    return scaling, steps_max

@@ -1,7 +1,8 @@
 """Modern (continuous) Hopfield network, Ramsauer et al. 2020: retrieval is attention over the stored patterns.
 
 `ModernHopfield` retrieves ±1 patterns of the `patterns` family by softmax attention over them, its
-similarity the `attention` group's score; its trainable layers are in `attnmem.blocks.hopfield`.
+similarity the `attention` group's score; its trainable layers (`Hopfield`, `HopfieldPooling`, `HopfieldLayer`)
+are in `attnmem.blocks.hopfield`.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import torch
 from torch import Tensor, nn
 
 from attnmem.attention import softmax
-from attnmem.blocks.hopfield import Tempered
 from attnmem.blocks.output import Retrieval
+from attnmem.blocks.tempered import Tempered
 
 __all__ = ["ModernHopfield"]
 

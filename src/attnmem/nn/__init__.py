@@ -8,7 +8,8 @@ stack (Lightning, Hydra, W&B). Masks follow PyTorch: `attn_mask` is True where a
 from __future__ import annotations
 
 from attnmem.attention import Additive, Bilinear, Cosine, Dot, LeakyConcat, MultiHead, ScaledDot, Trilinear, attend
-from attnmem.blocks.hopfield import HopfieldLayer, HopfieldPooling
+from attnmem.blocks.hopfield import Hopfield, HopfieldLayer, HopfieldPooling
+from attnmem.blocks.hopfield_convert import from_hflayers_state_dict
 from attnmem.models.dnc import DNC
 from attnmem.models.memn2n import MemN2N
 from attnmem.models.ntm import NTM, NTMState
@@ -20,6 +21,7 @@ __all__ = [
     "Bilinear",
     "Cosine",
     "Dot",
+    "Hopfield",
     "HopfieldLayer",
     "HopfieldPooling",
     "LeakyConcat",
@@ -29,6 +31,7 @@ __all__ = [
     "ScaledDot",
     "Trilinear",
     "attend",
+    "from_hflayers_state_dict",
 ]
 
 
