@@ -38,7 +38,7 @@ def bit_errors(model: NTM, lengths: range, generator: torch.Generator, per_lengt
 
 
 def train(
-    seed: int = 0, steps: int = 1500, batch_size: int = 16, lr: float = 3e-3, lengths: range = range(1, 6)
+    seed: int = 0, steps: int = 1500, batch_size: int = 16, lr: float = 1e-2, lengths: range = range(1, 6)
 ) -> float:
     """Train an NTM on copy; return its bit errors per sequence on fresh sequences."""
     torch.manual_seed(seed)
