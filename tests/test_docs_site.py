@@ -52,6 +52,7 @@ def test_the_generator_follows_the_lazy_names_of_the_root():
                                                           "attnmem.runtime.load.load_model")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None, reason="needs the docs extra (make docs installs it)")
 def test_the_site_builds_with_warnings_as_errors(tmp_path: Path):
     site = tmp_path / "site"
