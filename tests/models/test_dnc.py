@@ -125,15 +125,16 @@ def test_allocated_writes_fill_free_locations_in_order_and_forward_reads_follow_
 def test_shapes_and_grads_with_every_option(score):
     model = make_dnc(score=functools.partial(score), read_heads=2, masking=True, deallocation=True,
                      link_sharpness=True)
-    out = model({"inputs": torch.rand(3, 7, 5)})
-    assert out.pred.shape == (3, 7, 4) and len(out.attention) == 7 and out.attention[0].shape == (3, 3, 8)
-    out.pred.sum().backward()
+    y, weights = model(torch.rand(3, 7, 5), return_attention=True)
+    assert y.shape == (3, 7, 4) and weights.shape == (3, 7, 3, 8)
+    assert weights.min() >= 0 and weights.sum(-1).max() <= 1 + 1e-5  # gates and read modes: at most one
+    y.sum().backward()
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
 
 
 def test_batch_items_do_not_mix():
     model, x = make_dnc(), torch.rand(4, 6, 5)
-    torch.testing.assert_close(model({"inputs": x}).pred[1:2], model({"inputs": x[1:2]}).pred)
+    torch.testing.assert_close(model(x)[1:2], model(x[1:2]))
 
 
 def test_no_nan_over_a_long_sequence_in_float32_and_under_bf16_autocast():
@@ -142,11 +143,11 @@ def test_no_nan_over_a_long_sequence_in_float32_and_under_bf16_autocast():
     for layer in (model.core.interface_proj, model.core.input_proj):
         torch.nn.init.normal_(layer.weight, std=3.0)  # saturated gates and huge strengths
     x = torch.rand(2, 300, 5)
-    model(x := {"inputs": x}).pred.sum().backward()
+    model(x).sum().backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters())
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        out = model(x)
-    assert torch.isfinite(out.pred).all() and out.attention[-1].dtype == torch.float32
+        y, weights = model(x, return_attention=True)
+    assert torch.isfinite(y).all() and weights.dtype == torch.float32
 
 
 def test_the_babi_reader_skips_padding():
@@ -178,13 +179,13 @@ def test_learns_a_tiny_copy():
     g = torch.Generator().manual_seed(0)
     for _ in range(300):
         batch = make_batch(task, 16, g)
-        loss = F.binary_cross_entropy_with_logits(model(batch).pred[batch["mask"]], batch["targets"][batch["mask"]])
+        loss = F.binary_cross_entropy_with_logits(model(batch["inputs"])[batch["mask"]], batch["targets"][batch["mask"]])
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
     batch = make_batch(task, 64, torch.Generator().manual_seed(1), group=False)
     with torch.no_grad():
-        pred = model(batch).pred
+        pred = model(batch["inputs"])
     errors = ((pred > 0) != (batch["targets"] > 0.5))[batch["mask"]].sum().item() / 64
     assert errors < 1.0, errors  # chance is ~4 bits per sequence (2 vectors of 4 bits on average)
 
@@ -211,3 +212,24 @@ def test_the_fused_link_step_equals_the_equations_and_its_hand_written_backward_
     ours = torch.autograd.grad(loss(*link_step(link, w, p, rw)), (link, w, p, rw))
     theirs = torch.autograd.grad(loss(expected, *directional_weights(expected, rw)), (link, w, p, rw))
     torch.testing.assert_close(ours, theirs)
+
+
+def test_the_score_by_name_or_class_cosine_by_default_and_a_bad_name_in_one_line():
+    torch.manual_seed(0)
+    default = DNC(input_size=5, output_size=4, controller_size=16, memory_locations=8, memory_width=6)
+    torch.manual_seed(0)
+    named = make_dnc(score="cosine")
+    x = torch.rand(2, 3, 5)
+    assert torch.equal(default(x), named(x)) and make_dnc(score=Dot)(x).shape == (2, 3, 4)
+    with pytest.raises(ValueError, match=r"^DNC: unknown score 'cos': one of 'dot'.*$"):
+        make_dnc(score="cos")
+    with pytest.raises(ValueError, match=r"^DNC expects x of shape \(B, T, input_size=5\), got \(2, 5\)$"):
+        default(torch.rand(2, 5))
+
+
+def test_the_run_and_the_memory_trace_of_a_tensor():
+    model, x = make_dnc(), torch.rand(2, 4, 5)
+    out = model.run(x)
+    assert torch.equal(out.pred, model(x)) and len(out.attention) == 4
+    trace = model.memory_trace(x)
+    assert trace["usage"].shape == (2, 4, 8) and trace["link"].shape == (2, 8, 8)

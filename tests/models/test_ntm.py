@@ -85,12 +85,11 @@ def test_two_write_heads_multiply_their_erases_and_sum_their_adds():
 def test_shapes_weightings_and_grads(score, controller):
     torch.manual_seed(0)
     model = make_ntm(score=functools.partial(score), controller=controller, read_heads=2, write_heads=1)
-    batch = {"inputs": torch.rand(3, 7, 5)}
-    out = model(batch)
-    assert out.pred.shape == (3, 7, 4)
-    assert len(out.attention) == 7 and all(w.shape == (3, 3, 8) for w in out.attention)
-    torch.testing.assert_close(torch.stack(out.attention).sum(-1), torch.ones(7, 3, 3))
-    out.pred.sum().backward()
+    y, state, weights = model(torch.rand(3, 7, 5), return_attention=True)
+    assert y.shape == (3, 7, 4) and weights.shape == (3, 7, 3, 8) and state.memory.shape == (3, 8, 6)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(3, 7, 3))
+    torch.testing.assert_close(state.weightings, weights[:, -1])
+    y.sum().backward()
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters() if p.requires_grad)
 
 
@@ -99,8 +98,8 @@ def test_batch_items_do_not_mix(memory_init):
     torch.manual_seed(0)
     model = make_ntm(memory_init=memory_init)
     x = torch.rand(4, 6, 5)
-    together = model({"inputs": x}).pred
-    alone = torch.cat([model({"inputs": x[i : i + 1]}).pred for i in range(4)])
+    together = model(x)[0]
+    alone = torch.cat([model(x[i : i + 1])[0] for i in range(4)])
     torch.testing.assert_close(together, alone, atol=1e-5, rtol=1e-5)
 
 
@@ -131,13 +130,44 @@ def test_learns_a_tiny_copy_in_seconds():
     start = time.perf_counter()
     for _ in range(400):
         batch = make_batch(task, 16, g)
-        loss = F.binary_cross_entropy_with_logits(model(batch).pred[batch["mask"]], batch["targets"][batch["mask"]])
+        loss = F.binary_cross_entropy_with_logits(model(batch["inputs"])[0][batch["mask"]], batch["targets"][batch["mask"]])
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
     batch = make_batch(task, 64, torch.Generator().manual_seed(1), group=False)
     with torch.no_grad():
-        pred = model(batch).pred
+        pred = model(batch["inputs"])[0]
     errors = ((pred > 0) != (batch["targets"] > 0.5))[batch["mask"]].sum().item() / 64
     assert errors < 1.0, errors  # chance is ~4 bits per sequence (2 vectors of 4 bits on average)
     assert time.perf_counter() - start < 30
+
+
+@pytest.mark.parametrize("score", ["cosine", "dot"])
+def test_a_state_carried_between_calls_equals_one_long_run(score):
+    torch.manual_seed(0)
+    model = make_ntm(score=score).double()
+    x = torch.rand(2, 9, 5, dtype=torch.float64)
+    whole, last = model(x)
+    first, state = model(x[:, :4])
+    rest, state = model(x[:, 4:], state)
+    # equal but for the last bits of the projections' matrix products, whose rounding depends on their row count
+    torch.testing.assert_close(torch.cat([first, rest], 1), whole, rtol=0, atol=1e-14)
+    for a, b in zip(state, last, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-14)
+
+
+def test_the_score_by_name_class_or_factory_and_cosine_by_default():
+    torch.manual_seed(0)
+    assert make_ntm(score="cosine").fused is not None and make_ntm(score=Dot).fused is None
+    default = NTM(input_size=5, output_size=4, controller_size=16, memory_locations=8, memory_width=6)
+    assert default.fused is not None  # cosine: the fused loop
+    assert make_ntm(score=functools.partial(Bilinear)).fused is None
+    with pytest.raises(ValueError, match=r"^NTM: unknown score 'cos': one of 'dot'.*$"):
+        make_ntm(score="cos")
+
+
+@pytest.mark.parametrize("shape", [(8, 3), (2, 3, 4), (2, 3, 5, 1)])
+def test_x_of_the_wrong_shape_is_one_line_naming_the_shape(shape):
+    with pytest.raises(ValueError) as error:
+        make_ntm()(torch.rand(shape))
+    assert str(error.value) == f"NTM expects x of shape (B, T, input_size=5), got {shape}"

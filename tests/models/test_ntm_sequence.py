@@ -12,7 +12,7 @@ from torch.func import functional_call, stack_module_state
 
 from attnmem.attention import Cosine, Dot
 from attnmem.models.ntm import NTM
-from attnmem.models.ntm_sequence import NTMSequence, Sizes
+from attnmem.models.ntm_sequence import NTMLoop, Sizes
 
 torch.set_num_threads(1)
 
@@ -36,7 +36,7 @@ def test_the_backward_through_time_matches_finite_differences(lstm, reads, write
               torch.randn(out_size)]
     inputs = [x.double().requires_grad_() for x in inputs]
     sizes = Sizes(reads, writes, shift_range, lstm, 1e-8)
-    assert torch.autograd.gradcheck(lambda *x: NTMSequence.apply(*x, sizes)[:5], inputs, atol=1e-6, rtol=1e-4)
+    assert torch.autograd.gradcheck(lambda *x: NTMLoop.apply(*x, sizes)[:5], inputs, atol=1e-6, rtol=1e-4)
 
 
 def _run(model: NTM, x: torch.Tensor) -> tuple:
@@ -60,6 +60,7 @@ def test_the_fused_model_equals_the_step_by_step_model(controller, reads, writes
     stepwise.fused = None  # the readable loop of `NTM.step`, differentiated by autograd
     x = torch.rand(3, 6, 5, dtype=torch.float64)
     fused, reference = _run(model, x), _run(stepwise, x)
+    assert torch.equal(model(x)[0], fused[0]) and torch.equal(stepwise(x)[0], reference[0])  # the tensor forward
     for got, expected in zip(fused[:3], reference[:3], strict=True):
         torch.testing.assert_close(got, expected, rtol=1e-9, atol=1e-12)
     assert fused[3].keys() == reference[3].keys() and len(fused[3]) == len(list(model.parameters()))
@@ -71,8 +72,8 @@ def test_without_gradients_the_loop_keeps_nothing_and_gives_the_same_outputs():
     torch.manual_seed(0)
     model, x = make_ntm(), torch.rand(2, 5, 5, dtype=torch.float64)
     with torch.no_grad():
-        plain = model({"inputs": x})
-    torch.testing.assert_close(plain.pred, model({"inputs": x}).pred.detach(), rtol=0, atol=0)
+        plain, _ = model(x)
+    torch.testing.assert_close(plain, model(x)[0].detach(), rtol=0, atol=0)
 
 
 def test_other_scores_take_the_step_by_step_loop():
@@ -86,9 +87,9 @@ def test_under_vmap_each_replica_gets_its_own_gradients(controller, memory_init)
     x = torch.rand(3, 2, 5, 5, dtype=torch.float64)  # one batch per replica
     params, _ = stack_module_state(models)
     shared = dict(models[0].named_buffers())  # as replicas pass them: once, unbatched (the constant initial memory)
-    preds = torch.vmap(lambda p, x: functional_call(models[0], (p, shared), ({"inputs": x},)).pred)(params, x)
+    preds = torch.vmap(lambda p, x: functional_call(models[0], (p, shared), (x,))[0])(params, x)
     preds.sin().sum().backward()
     for r, model in enumerate(models):
-        model({"inputs": x[r]}).pred.sin().sum().backward()
+        model(x[r])[0].sin().sum().backward()
         for name, p in model.named_parameters():
             torch.testing.assert_close(params[name].grad[r], p.grad, rtol=1e-9, atol=1e-12, msg=name)

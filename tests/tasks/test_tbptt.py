@@ -11,10 +11,10 @@ from conftest import FAST
 from attnmem.attention import Cosine
 from attnmem.core.errors import UserError
 from attnmem.models.bptt_rnn import BPTTRNN
-from attnmem.models.ntm import NTM
 from attnmem.models.rnn_sequence import RNNSequence
 from attnmem.runtime import run
 from attnmem.tasks import tbptt
+from attnmem.tasks.sequence_nets import NTMSequence
 
 COPY = [
     "data=copy",
@@ -31,7 +31,7 @@ COPY = [
 NETS = {
     "bptt_rnn": lambda: BPTTRNN(input_size=4, output_size=3, hidden_size=6),
     "rnn_sequence": lambda: RNNSequence(input_size=4, output_size=3, cell="lstm", hidden_size=6, num_layers=2),
-    "ntm": lambda: NTM(
+    "ntm": lambda: NTMSequence(
         input_size=4, output_size=3, score=Cosine, controller_size=6, memory_locations=5, memory_width=3
     ),
 }

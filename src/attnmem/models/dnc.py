@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar
-
 import torch
 from torch import Tensor, nn
 
+from attnmem.attention.scores import score_factory
 from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.dnc import DNCCore, weightings
 from attnmem.blocks.output import Output
@@ -23,32 +22,46 @@ class DNC(nn.Module):
     The output y_t = W_y h_t + W_r [r^1_t; …; r^R_t] (one linear layer over [h_t; r_t]) gives logits.
     Content lookup D(k, M) is the `score` (cosine by default; the strength β comes from the interface
     vector). `masking`, `deallocation` and `link_sharpness` are Csordás & Schmidhuber's 2019 options.
-    `forward` returns `pred (B, T, output_size)` and, per step, the weightings `(B, R + 1, N)` (the read
-    heads', then the write head's) as `attention`, which the sequence family's plots draw.
+    `forward(x)` takes `x (B, T, input_size)` and returns the logits `y (B, T, output_size)`; with
+    `return_attention` also each step's weightings `(B, T, R + 1, N)` (the read heads', then the write head's).
+    `run(x)` gives the same as an `Output` (per-step weightings as `attention`), which the sequence family
+    trains through `attnmem.tasks.sequence_nets.DNCSequence`. `score` is a name ("cosine", ...), a score class
+    or a factory `score(query_dim=, key_dim=)`.
     """
 
-    families: ClassVar[tuple[str, ...]] = ("sequence",)
-    replicas_batched: ClassVar[bool] = True  # replicas=R trains in one vmap (the link step has its vmap rule)
-
-    def __init__(self, *, input_size: int, output_size: int, score: Callable[..., nn.Module],
+    def __init__(self, *, input_size: int, output_size: int, score: str | Callable[..., nn.Module] = "cosine",
                  controller_size: int = 100, memory_locations: int = 128, memory_width: int = 20,
                  read_heads: int = 1, masking: bool = False, deallocation: bool = False,
                  link_sharpness: bool = False, interface_clip: float = 20.0) -> None:
         super().__init__()
         check_sizes("DNC", {"output_size": output_size})
-        self.core = DNCCore(input_size=input_size, score=score, controller_size=controller_size,
+        self.input_size = input_size
+        self.core = DNCCore(input_size=input_size, score=score_factory(score, owner="DNC"), controller_size=controller_size,
                             memory_locations=memory_locations, memory_width=memory_width, read_heads=read_heads,
                             masking=masking, deallocation=deallocation, link_sharpness=link_sharpness,
                             interface_clip=interface_clip)
         self.read_heads, self.write_heads = read_heads, 1
         self.output_proj = nn.Linear(self.core.output_size, output_size)
 
-    def forward(self, batch: dict[str, Tensor]) -> Output:
-        features, states = self.core(batch["inputs"])  # (B, T, C + R·W)
+    def forward(self, x: Tensor, *, return_attention: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """Logits `y (B, T, output_size)` of `x (B, T, input_size)`; with `return_attention` also the weightings
+        `(B, T, R + 1, N)`."""
+        out = self.run(x)
+        return (out.pred, torch.stack(out.attention, 1)) if return_attention else out.pred
+
+    def run(self, x: Tensor) -> Output:
+        """`Output(pred (B, T, output_size), attention: per step (B, R + 1, N))` of `x (B, T, input_size)`."""
+        self._check_input(x)
+        features, states = self.core(x)  # (B, T, C + R·W)
         return Output(pred=self.output_proj(features), attention=weightings(states))
 
     @torch.no_grad()
-    def memory_trace(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
-        """For the plots: usage `(B, T, N)` after each step and the final link matrix `(B, N, N)`."""
-        _, states = self.core(batch["inputs"])
+    def memory_trace(self, x: Tensor) -> dict[str, Tensor]:
+        """Usage `(B, T, N)` after each step of `x (B, T, input_size)` and the final link matrix `(B, N, N)`."""
+        self._check_input(x)
+        _, states = self.core(x)
         return {"usage": torch.stack([s.memory.usage for s in states], 1), "link": states[-1].memory.link}
+
+    def _check_input(self, x: Tensor) -> None:
+        if x.dim() != 3 or x.shape[-1] != self.input_size:
+            raise ValueError(f"DNC expects x of shape (B, T, input_size={self.input_size}), got {tuple(x.shape)}")

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar, NamedTuple
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnmem.attention import Cosine
+from attnmem.attention.scores import score_factory
 from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.output import Output
 from attnmem.core.float32 import in_float32
@@ -100,23 +101,22 @@ class NTM(nn.Module):
     Memory init (`memory_init`, after Collier & Beel 2018, "Implementing Neural Turing Machines"):
     "constant" 1e-6 everywhere (their best), "learned" a parameter, "random" a fixed draw from
     N(0, 0.5²). Initial weightings are one-hot on location 0; initial reads are read with them.
-    `forward` returns `pred (B, T, output_size)` and, per step, the weightings `(B, R + W, N)`
-    (read heads first) as `attention`. `run_chunk` runs a piece of a sequence from a given state, for
-    truncated BPTT (`task.tbptt_steps`). With cosine addressing (the default) it runs the fused loop of
+    `forward(x)` takes `x (B, T, input_size)` and returns the logits `y (B, T, output_size)` and the
+    `NTMState` after the last step, from which a next call continues; with `return_attention` also each
+    step's weightings `(B, T, R + W, N)` (read heads first). `run_chunk` runs a piece of a sequence from a given
+    state as an `Output`, for truncated BPTT (`task.tbptt_steps`); the sequence family trains it through
+    `attnmem.tasks.sequence_nets.NTMSequence`. `score` is a name ("cosine", "dot", ...), a score class or a
+    factory `score(query_dim=, key_dim=)`. With cosine addressing (the default) it runs the fused loop of
     `models/ntm_sequence.py`, the same maths with a backward through time derived by hand; other scores run
     `step` in a loop under autograd.
     """
-
-    families: ClassVar[tuple[str, ...]] = ("sequence",)
-    replicas_batched: ClassVar[bool] = True  # replicas=R trains in one vmap
-    carries_state: ClassVar[bool] = True  # run_chunk / initial_state: truncated BPTT can cut its sequences
 
     def __init__(
         self,
         *,
         input_size: int,
         output_size: int,
-        score: Callable[..., nn.Module],
+        score: str | Callable[..., nn.Module] = "cosine",
         controller: str = "lstm",
         controller_size: int = 100,
         memory_locations: int = 128,
@@ -132,7 +132,7 @@ class NTM(nn.Module):
                  "write_heads": write_heads}
         _check_options(sizes, controller=controller, memory_init=memory_init, shift_range=shift_range)
         n, m, heads = memory_locations, memory_width, read_heads + write_heads
-        self.read_heads, self.write_heads, self.memory_width = read_heads, write_heads, m
+        self.input_size, self.read_heads, self.write_heads, self.memory_width = input_size, read_heads, write_heads, m
         self.controller_size, self.lstm = controller_size, controller == "lstm"
         gates = 4 * controller_size if self.lstm else controller_size
         self.input_proj = nn.Linear(input_size, gates)  # applied to all steps at once
@@ -140,12 +140,12 @@ class NTM(nn.Module):
         self.head_size = m + 3 + 2 * shift_range + 1  # k, β, g, s, γ
         self.heads_proj = nn.Linear(controller_size, heads * self.head_size + write_heads * 2 * m)
         self.output_proj = nn.Linear(controller_size + read_heads * m, output_size)
-        content = score(query_dim=m, key_dim=m)
+        content = score_factory(score, owner="NTM")(query_dim=m, key_dim=m)
+        cosine = isinstance(content, Cosine)
         # Cosine's own β would be a second temperature, unused: keep only its similarity, not the module
-        self.similarity = content.similarity if hasattr(content, "similarity") else content
+        self.similarity = content.similarity if cosine else content
         # cosine addressing runs the fused loop with its hand-derived backward (models/ntm_sequence.py)
-        self.fused = Sizes(read_heads, write_heads, shift_range, self.lstm, content.eps) if isinstance(
-            content, Cosine) else None
+        self.fused = Sizes(read_heads, write_heads, shift_range, self.lstm, content.eps) if cosine else None
         self.register_buffer("offsets", torch.arange(-shift_range, shift_range + 1), persistent=False)
         self.register_buffer("initial_weights", F.one_hot(torch.zeros(heads, dtype=torch.long), n).float())
         if memory_init == "learned":
@@ -193,12 +193,23 @@ class NTM(nn.Module):
         reads = read(memory, weights[:, : self.read_heads])  # (B, R, M)
         return NTMState(hidden=h, cell=h, reads=reads, weightings=weights, memory=memory)
 
-    def forward(self, batch: dict[str, Tensor]) -> Output:
-        x = batch["inputs"]  # (B, T, I)
-        return self.run_chunk(x, self.initial_state(x.shape[0]))[0]
+    def forward(self, x: Tensor, state: NTMState | None = None, *,
+                return_attention: bool = False) -> tuple[Tensor, NTMState] | tuple[Tensor, NTMState, Tensor]:
+        """Logits `y (B, T, output_size)` of `x (B, T, input_size)` from `state` (default: `initial_state`), the
+        state after the last step and, with `return_attention`, each step's weightings `(B, T, R + W, N)`."""
+        if x.dim() != 3 or x.shape[-1] != self.input_size:
+            raise ValueError(f"NTM expects x of shape (B, T, input_size={self.input_size}), got {tuple(x.shape)}")
+        y, weights, state = self._sequence(x, self.initial_state(x.shape[0]) if state is None else state)
+        return (y, state, weights) if return_attention else (y, state)
 
     def run_chunk(self, x: Tensor, state: NTMState) -> tuple[Output, NTMState]:
-        """Logits and weightings of `x (B, T, I)` from `state`, and the state after the last step."""
+        """Logits and weightings of `x (B, T, I)` from `state` as an `Output`, and the state after the last step
+        (truncated BPTT: `tasks/tbptt.py`)."""
+        y, weights, state = self._sequence(x, state)
+        return Output(pred=y, attention=list(weights.unbind(1))), state
+
+    def _sequence(self, x: Tensor, state: NTMState) -> tuple[Tensor, Tensor, NTMState]:
+        """y (B, T, O), the weightings (B, T, R + W, N) and the last state of `x (B, T, I)` run from `state`."""
         x_gates = self.input_proj(x)  # (B, T, G): one matmul, one backward
         if self.fused is None:
             return self._run_steps(x_gates, state)
@@ -207,9 +218,9 @@ class NTM(nn.Module):
             self.heads_proj.weight, self.heads_proj.bias, self.fused)
         state = NTMState(hidden=hs[:, -1], cell=cell, reads=reads[:, -1], weightings=weights[:, -1], memory=memory)
         features = torch.cat([hs, reads.flatten(2)], -1)  # (B, T, C + R·M)
-        return Output(pred=self.output_proj(features), attention=list(weights.unbind(1))), state
+        return self.output_proj(features), weights, state
 
-    def _run_steps(self, x_gates: Tensor, state: NTMState) -> tuple[Output, NTMState]:
+    def _run_steps(self, x_gates: Tensor, state: NTMState) -> tuple[Tensor, Tensor, NTMState]:
         hs, reads, attention = [], [], []
         for x_t in x_gates.unbind(1):  # (B, G) per step, no [:, t] per step
             state = self.step(x_t, state)
@@ -217,4 +228,4 @@ class NTM(nn.Module):
             reads.append(state.reads.flatten(1))
             attention.append(state.weightings)
         features = torch.cat([torch.stack(hs, 1), torch.stack(reads, 1)], -1)  # (B, T, C + R·M)
-        return Output(pred=self.output_proj(features), attention=attention), state
+        return self.output_proj(features), torch.stack(attention, 1), state

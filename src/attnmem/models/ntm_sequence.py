@@ -200,7 +200,7 @@ def _controller_backward(d_h: Tensor, d_c: Tensor, s: dict[str, Tensor], h: Tens
     return d_z, d_c * f
 
 
-class NTMSequence(Function):
+class NTMLoop(Function):
     """The NTM over a sequence (`_forward`) with its backward through time."""
 
     @staticmethod
@@ -224,7 +224,7 @@ class NTMSequence(Function):
         r = info.batch_size
         stacked = [x.expand(r, *x.shape) if d is None else x.movedim(d, 0) for x, d in zip(tensors, in_dims)]
         rows = [x.flatten(0, 1) for x in stacked[:6]]  # x_gates, h, c, reads, weights, memory: (R·B, ...)
-        out = NTMSequence.apply(*rows, *stacked[6:], sizes._replace(replicas=r))[:5]  # the stash stays with this call
+        out = NTMLoop.apply(*rows, *stacked[6:], sizes._replace(replicas=r))[:5]  # the stash stays with this call
         return tuple(o.unflatten(0, (r, -1)) for o in out), (0,) * len(out)
 
     @staticmethod
@@ -266,5 +266,5 @@ def ntm_sequence(x_gates: Tensor, h: Tensor, c: Tensor, reads: Tensor, weights: 
     `x_gates (B, T, G)` from the state (h, c, reads, weights, memory); differentiable through all of them."""
     args = (x_gates, h, c, reads, weights, memory, w_rec, w_heads, b_heads, sizes)
     if torch.is_grad_enabled():  # (under vmap, batched tensors do not tell whether they require grad)
-        return NTMSequence.apply(*args)[:5]
+        return NTMLoop.apply(*args)[:5]
     return _forward(*args, stash=False)

@@ -48,14 +48,14 @@ def check_top_level(cfg: DictConfig, *keys: str) -> None:
 
 def _hints(target: Any) -> dict[str, tuple[type, ...]]:
     # parameter name -> the numeric/flag types its hint allows; hints of other kinds are not checked
+    # the signature's hints, resolved: a training adapter's signature is its model's (`tasks/adapters.py`)
     try:
-        hints = typing.get_type_hints(target.__init__ if inspect.isclass(target) else target)
-        params = inspect.signature(target).parameters
+        params = inspect.signature(target, eval_str=True).parameters
     except (AttributeError, NameError, TypeError, ValueError):  # no signature, or hints that do not resolve
         return {}
     found = {}
-    for name in params:
-        allowed = _simple_types(hints.get(name))
+    for name, param in params.items():
+        allowed = _simple_types(param.annotation)
         if allowed:
             found[name] = allowed
     return found
