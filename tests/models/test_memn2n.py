@@ -33,6 +33,12 @@ def make_model(**kw) -> MemN2N:
     return MemN2N(**args)
 
 
+def run(model: MemN2N, batch: dict) -> Output:
+    """Logits and per-hop weights of a qa batch through the tensor forward, `model(story, query)`."""
+    pred, attention = model(batch["story"], batch["query"], return_attention=True)  # (B, A), (B, hops, S)
+    return Output(pred=pred, attention=list(attention.unbind(1)))
+
+
 def babi1(n: int, g: torch.Generator, persons: int = 4, places: int = 5, slots: int = 6) -> dict:
     """Stories "p went l" (2..slots sentences); query "where p"; answer: p's most recent place."""
     where, went, person0, place0 = 1, 2, 3, 3 + persons
@@ -60,7 +66,7 @@ def batch() -> dict:
 def test_shapes_and_grads(batch, score, tying, encoding, hops):
     torch.manual_seed(0)
     model = make_model(score=functools.partial(score), tying=tying, encoding=encoding, hops=hops)
-    out = model(batch)
+    out = run(model, batch)
     assert isinstance(out, Output)
     assert out.pred.shape == (8, 5)
     assert len(out.attention) == hops and all(w.shape == (8, 6) for w in out.attention)
@@ -75,7 +81,7 @@ def test_masked_empty_slots_get_zero_weight_and_rows_sum_to_one(batch, training)
     model = make_model(hops=3, empty_memories="mask").train(training)
     real = batch["story"].ne(0).any(-1)  # (B, S)
     assert (~real).any()
-    for weights in model(batch).attention:
+    for weights in run(model, batch).attention:
         assert torch.all(weights[~real] == 0)
         torch.testing.assert_close(weights.sum(-1), torch.ones(8))
 
@@ -153,12 +159,12 @@ def test_lookup_gives_embeddings_values_and_gradients_exactly_and_under_vmap(pad
 def test_time_index_counts_back_from_the_most_recent_sentence():
     model = make_model(random_noise=0.5).eval()
     mask = torch.tensor([[True, True, True, False, False, False], [True] * 6])
-    assert model.draws({"story": mask.unsqueeze(-1).long()}) == {}  # RN draws only while training
+    assert model.draws(mask.unsqueeze(-1).long()) == {}  # RN draws only while training
     torch.testing.assert_close(model.time_index(mask, {})[0, :3], torch.tensor([2, 1, 0]))
     torch.testing.assert_close(model.time_index(mask, {})[1], torch.tensor([5, 4, 3, 2, 1, 0]))
     torch.manual_seed(0)
     story = mask.repeat(200, 1).unsqueeze(-1).long()  # (400, 6, 1)
-    drawn = model.train().draws({"story": story})
+    drawn = model.train().draws(story)
     assert drawn["rn_blank"].shape == (400, 1) and drawn["rn_keys"].shape == (400, 6 + 3)  # ceil(6 * 0.5) extra
     noisy = model.time_index(mask.repeat(200, 1), drawn)  # (400, 6)
     short, full = noisy[0::2, :3], noisy[1::2]
@@ -195,7 +201,7 @@ def test_linear_start_skips_the_softmax(batch):
     model = make_model(hops=2).eval()
     model.linear_start = True
     real = batch["story"].ne(0).any(-1)  # (B, S)
-    weights = model(batch).attention[0]
+    weights = run(model, batch).attention[0]
     u = model.encode(model.B, batch["query"])  # (B, d)
     m = model.encode(model.A[0], batch["story"]) + model.T_A[0](model.time_index(real, {}))  # (B, S, d)
     expected = (m @ u.unsqueeze(-1)).squeeze(-1).masked_fill(~real, 0.0)  # Dot, no softmax
@@ -205,10 +211,10 @@ def test_linear_start_skips_the_softmax(batch):
     # the memory_size - n empty slots are zero vectors in the softmax: Dot gives them score 0
     empty = SIZES["memory_size"] - real.sum(-1, keepdim=True)  # (B, 1)
     with_empty = torch.cat([expected.masked_fill(~real, -torch.inf), empty.log()], -1)
-    torch.testing.assert_close(model(batch).attention[0], torch.softmax(with_empty, -1)[:, :-1])
-    assert torch.all(model(batch).attention[0].sum(-1) < 1)
+    torch.testing.assert_close(run(model, batch).attention[0], torch.softmax(with_empty, -1)[:, :-1])
+    assert torch.all(run(model, batch).attention[0].sum(-1) < 1)
     model.empty_memories = "mask"
-    torch.testing.assert_close(model(batch).attention[0], torch.softmax(expected.masked_fill(~real, -torch.inf), -1))
+    torch.testing.assert_close(run(model, batch).attention[0], torch.softmax(expected.masked_fill(~real, -torch.inf), -1))
 
 
 def test_empty_slots_take_the_scores_value_of_a_zero_key(batch):
@@ -222,7 +228,7 @@ def test_empty_slots_take_the_scores_value_of_a_zero_key(batch):
     assert nothing.abs().min() > 1e-3
     empty = SIZES["memory_size"] - real.sum(-1, keepdim=True)  # (B, 1)
     scores = torch.cat([score(u, m).squeeze(1).masked_fill(~real, -torch.inf), nothing + empty.log()], -1)
-    torch.testing.assert_close(model(batch).attention[0], torch.softmax(scores, -1)[:, :-1])
+    torch.testing.assert_close(run(model, batch).attention[0], torch.softmax(scores, -1)[:, :-1])
 
 
 def fake_trainer(epoch: int, opt, scheduler, loop=None, val_loss=None) -> SimpleNamespace:
@@ -338,7 +344,7 @@ class _Task(L.LightningModule):
 
     def training_step(self, batch, batch_idx):
         self.seen.append((self.current_epoch, self.net.linear_start, self.optimizers().param_groups[0]["lr"]))
-        return F.cross_entropy(self.net(batch).pred, batch["answer"], reduction="sum")
+        return F.cross_entropy(run(self.net, batch).pred, batch["answer"], reduction="sum")
 
     def configure_optimizers(self):
         opt = torch.optim.SGD(self.parameters(), lr=0.01)
@@ -401,12 +407,12 @@ def test_learns_most_recent_location_and_needs_temporal_encoding():
         opt = torch.optim.Adam(model.parameters(), lr=0.01)
         for _ in range(250):
             idx = torch.randint(2000, (32,))
-            loss = F.cross_entropy(model({k: v[idx] for k, v in train.items()}).pred, train["answer"][idx])
+            loss = F.cross_entropy(run(model, {k: v[idx] for k, v in train.items()}).pred, train["answer"][idx])
             opt.zero_grad()
             loss.backward()
             opt.step()
         with torch.no_grad():
-            pred = model.eval()(test).pred.argmax(-1)
+            pred = model.eval()(test["story"], test["query"]).argmax(-1)
         accuracy[temporal] = (pred == test["answer"]).float().mean().item()
     assert accuracy[True] > 0.95  # chance is 0.2
     assert accuracy[False] < 0.85  # without T_A / T_C "most recent" is not identifiable
@@ -425,19 +431,19 @@ def test_bad_options_raise_naming_the_option(option, value):
 def test_a_vocabulary_softmax_scores_the_answers_first_then_every_other_word_and_time_word(batch):
     answers = [9, 7, 11, 8, 10]  # the babi1 places' word ids, in a shuffled class order
     model = make_model(answer_words=answers, answer_softmax="vocabulary", time_word=True, embed_dim=4).eval()
-    pred = model(batch).pred  # (B, V + S)
+    pred = model(batch["story"], batch["query"])  # (B, V + S)
     assert pred.shape == (8, 12 + 6)
     others = [w for w in range(12) if w not in answers]
     torch.testing.assert_close(model.output_words, torch.tensor(answers + others))
     small = make_model(answer_words=answers, time_word=True, embed_dim=4).eval()
     small.load_state_dict(model.state_dict())
-    torch.testing.assert_close(pred[:, :5], small(batch).pred)  # the answers' logits as before
+    torch.testing.assert_close(pred[:, :5], small(batch["story"], batch["query"]))  # the answers' logits as before
     C, T = model.C[-1].weight.detach(), model.T_C[-1].weight.detach()
     u = torch.linalg.lstsq(C[answers + others], pred[:, :12].T).solution.T  # u^{K+1} from 12 logits, d = 4: (B, d)
     torch.testing.assert_close(pred[:, :12], u @ C[answers + others].T, atol=1e-5, rtol=1e-4)  # one u fits all
     torch.testing.assert_close(pred[:, 12:], u @ T.T, atol=1e-5, rtol=1e-4)  # the time words, unweighted
     plain = make_model(answer_words=answers, answer_softmax="vocabulary")
-    assert plain(batch).pred.shape == (8, 12)  # without the time word, T is no word
+    assert plain(batch["story"], batch["query"]).shape == (8, 12)  # without the time word, T is no word
     with pytest.raises(ValueError, match="answer_softmax"):
         make_model(answer_softmax="vocabulary")  # W is not C^K without the answers' word ids
     with pytest.raises(ValueError, match="answer_softmax"):
@@ -446,9 +452,9 @@ def test_a_vocabulary_softmax_scores_the_answers_first_then_every_other_word_and
 
 def test_too_long_inputs_raise(batch):
     with pytest.raises(ValueError, match="sentence_len"):
-        make_model(sentence_len=2)(batch)
+        run(make_model(sentence_len=2), batch)
     with pytest.raises(ValueError, match="memory_size"):
-        make_model(memory_size=4)(batch)
+        run(make_model(memory_size=4), batch)
     with pytest.raises(ValueError, match="epochs"):
         LinearStart(epochs=-1)
 
@@ -502,14 +508,13 @@ def test_nil_gradient_gives_the_reference_codes_gradients_with_every_slot_and_po
     torch.manual_seed(0)
     model = make_model(hops=2, time_word=True, random_noise=0, answer_words=[7, 8, 9, 10, 11], nil_gradient=True)
     story, query = batch["story"][:, :4, :2], batch["query"][:, :1]  # 4 of 6 slots, 2 of 3 words: pads to fill
-    short = {"story": story, "query": query, "answer": batch["answer"]}
     tables = [*model.A, model.C[-1], *model.T_A, model.T_C[-1]]
     with torch.no_grad():  # the nil row must read zero for the reference code's values to be ours
         assert all(float(e.weight[0].abs().sum()) == 0 for e in (*model.A, *model.C))
     if packed:
-        ours = model(short).pred
+        ours = model(story, query)
     else:  # a GPU and vmap encode every slot: no packing
-        ours = torch.vmap(lambda s, q: model({"story": s, "query": q}).pred)(story[:, None], query[:, None])[:, 0]
+        ours = torch.vmap(lambda s, q: model(s, q))(story[:, None], query[:, None])[:, 0]
     theirs = reference_forward(model, story, query)
     torch.testing.assert_close(ours, theirs)
     grads = []
@@ -526,7 +531,28 @@ def test_nil_gradient_gives_the_reference_codes_gradients_with_every_slot_and_po
 
 def test_without_nil_gradient_the_pad_row_takes_none_even_from_a_vocabulary_softmax(batch):
     model = make_model(hops=1, answer_words=[7, 8, 9, 10, 11], answer_softmax="vocabulary")
-    torch.nn.functional.cross_entropy(model(batch).pred, batch["answer"]).backward()
+    torch.nn.functional.cross_entropy(run(model, batch).pred, batch["answer"]).backward()
     assert float(model.C[0].weight.grad[0].abs().sum()) > 0  # the softmax over every word scores the pad word too
     model.after_clipping()  # which the task calls after clipping: word id 0 stays a zero vector
     assert all(float(e.weight.grad[0].abs().sum()) == 0 for e in (*model.A, *model.C))
+
+
+def test_the_tensor_forward_gives_logits_and_the_hops_weights(batch):
+    torch.manual_seed(0)
+    model = make_model(hops=2).eval()
+    logits = model(batch["story"], batch["query"])
+    again, attention = model(batch["story"], batch["query"], return_attention=True)
+    assert logits.shape == (8, 5) and torch.equal(logits, again) and attention.shape == (8, 2, 6)
+    with pytest.raises(ValueError, match=r"^MemN2N expects story \(B, S, L\) and query \(B, L\) word ids, got story "
+                                         r"of shape \(8, 6, 3\) and query of shape \(8,\)$"):
+        model(batch["story"], batch["query"][:, 0])
+
+
+def test_the_score_by_name_class_or_factory_dot_by_default(batch):
+    torch.manual_seed(0)
+    default = MemN2N(**SIZES)
+    assert all(type(s) is Dot for s in default.scores)
+    assert all(type(s) is Cosine for s in make_model(score="cosine").scores)
+    assert all(type(s) is Bilinear for s in make_model(score=Bilinear).scores)
+    with pytest.raises(ValueError, match=r"^MemN2N: unknown score 'cos': one of 'dot'.*$"):
+        make_model(score="cos")

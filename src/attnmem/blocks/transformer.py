@@ -120,7 +120,7 @@ class EncoderLayer(nn.Module):
     def forward(self, x: Tensor, *, mask: Tensor | None, need_weights: bool) -> tuple[Tensor, Tensor | None]:
         """`x (B, T, D)` -> (B, T, D) and the self-attention weights (B, H, T, T) when wanted."""
         h = self.attn_residual.inner(x)
-        attended, weights = self.self_attn(h, h, h, mask=mask, need_weights=need_weights)
+        attended, weights = self.self_attn(h, h, h, attn_mask=mask, need_weights=need_weights)
         x = self.attn_residual.outer(x, attended)
         return self.ff_residual.outer(x, self.feed_forward(self.ff_residual.inner(x))), weights
 

@@ -150,7 +150,7 @@ class AttnRNN(nn.Module):
                 center = last * torch.sigmoid(self.position(query)).squeeze(-1)  # eq. 9
             distance = positions - center.unsqueeze(1)  # (B, Ls)
             mask = mask & (distance.abs() <= self.window)
-        context, weights = attend(query.unsqueeze(1), keys, keys, self.score, mask=mask.unsqueeze(1))
+        context, weights = attend(query.unsqueeze(1), keys, keys, self.score, attn_mask=mask.unsqueeze(1))
         weights = weights.squeeze(1)  # (B, Ls)
         if self.mode == "local_p":
             sigma = self.window / 2

@@ -118,10 +118,10 @@ class BiDAF(nn.Module):
     ) -> tuple[Tensor, Tensor, Tensor]:
         """G (B, T, 8d) (eq. 3), the C2Q weights a (B, T, J) and the Q2C weights b (B, 1, T) from H and U."""
         similarity = self.similarity(h, u)  # S (eq. 1): (B, T, J), computed once, read both ways
-        u_tilde, a = attend(h, u, u, lambda *_: similarity, mask=question_mask.unsqueeze(1))  # Ũ: (B, T, 2d)
+        u_tilde, a = attend(h, u, u, lambda *_: similarity, attn_mask=question_mask.unsqueeze(1))  # Ũ: (B, T, 2d)
         # an empty question leaves no maximum: its context words then score 0
         best = similarity.masked_fill(~question_mask.unsqueeze(1), float("-inf")).amax(-1).nan_to_num(neginf=0.0)
-        h_tilde, b = attend(h[:, :1], h, h, lambda *_: best.unsqueeze(1), mask=context_mask.unsqueeze(1))  # (B, 1, 2d)
+        h_tilde, b = attend(h[:, :1], h, h, lambda *_: best.unsqueeze(1), attn_mask=context_mask.unsqueeze(1))  # (B, 1, 2d)
         g = torch.cat([h, u_tilde, h * u_tilde, h * h_tilde], dim=-1)  # h̃ tiled over t by broadcasting: (B, T, 8d)
         return g, a, b
 

@@ -50,9 +50,9 @@ class Coattention(nn.Module):
 
         m' = m+1 and n' = n+1 where the inputs end with their sentinels (all but DCN+'s second layer).
         """
-        summary_q, weights_q = attend(question, document, document, self._transposed, mask=document_mask.unsqueeze(1))
+        summary_q, weights_q = attend(question, document, document, self._transposed, attn_mask=document_mask.unsqueeze(1))
         values = torch.cat([question, summary_q], dim=-1)  # (B, n+1, 2l)
-        context_d, weights_d = attend(document, question, values, self.score, mask=question_mask.unsqueeze(1))
+        context_d, weights_d = attend(document, question, values, self.score, attn_mask=question_mask.unsqueeze(1))
         return context_d, summary_q, weights_q, weights_d
 
 

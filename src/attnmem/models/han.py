@@ -58,12 +58,12 @@ class HAN(nn.Module):
         index = real.nonzero().squeeze(-1)  # (N,)
         h, _, mask = self.word_encoder(words[index])  # eq. 1-4: (N, L, H), (N, L)
         u_w = self.word_context.to(h.dtype).expand(len(h), 1, -1)  # (N, 1, H)
-        sentence, alpha = attend(u_w, h, h, self.word_score, mask=mask.unsqueeze(1))  # eq. 5-7: (N, 1, H), (N, 1, L)
+        sentence, alpha = attend(u_w, h, h, self.word_score, attn_mask=mask.unsqueeze(1))  # eq. 5-7: (N, 1, H), (N, 1, L)
         vectors = sentence.new_zeros(b * s, self.hidden_size).index_copy(0, index, sentence[:, 0])  # (B·S, H)
         present = real.view(b, s)  # (B, S), sentences left-aligned
         h_s = self._sentences(vectors.view(b, s, -1), present)  # eq. 8-9: (B, S, H)
         u_s = self.sentence_context.to(h_s.dtype).expand(b, 1, -1)  # (B, 1, H)
-        doc, beta = attend(u_s, h_s, h_s, self.sentence_score, mask=present.unsqueeze(1))  # eq. 10
+        doc, beta = attend(u_s, h_s, h_s, self.sentence_score, attn_mask=present.unsqueeze(1))  # eq. 10
         word_weights = alpha.new_zeros(b * s, length).index_copy(0, index, alpha[:, 0]).view(b, s, length)
         return Output(pred=self.head(self.dropout(doc[:, 0])), attention=[word_weights, beta[:, 0]])  # eq. 11
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from attnmem.attention import attend, softmax
+from attnmem.attention.scores import score_factory
 from attnmem.blocks.embedding import lookup
 from attnmem.blocks.output import Output
 from attnmem.blocks.position_encoding import bag_of_words, position_encoding
@@ -66,12 +66,15 @@ class MemN2N(nn.Module):
     W, H are drawn from N(0, init_std²) (the reference code's 0.1); word id 0 embeds to zero. With
     `embeddings (V, d)` (pretrained vectors from the data, `data.source.embeddings`) every A^k, C^k and B
     starts from them where a word has a vector (the rest stay random) and is trained from there.
-    """
 
-    families: ClassVar[tuple[str, ...]] = ("qa",)
-    replicas_batched: ClassVar[bool] = True  # replicas=R in one batched step (`fold`, else vmap); RN's from `draws`
-    # replicas' batches padded to one shape: more empty slots, and RN keys past every slot they pick from (`time_index`)
-    replica_pads: ClassVar[dict[str, float]] = {"story": 0, "rn_keys": 1.0}
+    `forward(story, query)` takes word ids `story (B, S, L)` (S sentences, left-aligned; 0 pads, an all-pad
+    sentence is an empty slot) and `query (B, L)` and returns the answer logits; with `return_attention` also
+    the weights `(B, hops, S)`. Time is each sentence's recency, computed from the story (no time input); the
+    answer candidates are fixed at construction (`num_answers`, `answer_words`). The qa family trains it through
+    `attnmem.tasks.qa_nets.MemN2NQA`, whose batch also carries RN's numbers drawn per replica (`rn_blank`,
+    `rn_keys`: `draws`) and, for folded replicas, each row's replica (`replica`); `answer` and `task` are the
+    loss's and the metrics'.
+    """
 
     def __init__(
         self,
@@ -80,7 +83,7 @@ class MemN2N(nn.Module):
         num_answers: int,
         memory_size: int,
         sentence_len: int,
-        score: Callable[..., nn.Module],
+        score: str | Callable[..., nn.Module] = "dot",
         embed_dim: int = 20,
         hops: int = 3,
         encoding: str = "position",
@@ -120,7 +123,8 @@ class MemN2N(nn.Module):
         self.B = self.A[0] if tying == "adjacent" else nn.Embedding(vocab_size, d, padding_idx=self.pad)
         self.H = nn.Linear(d, d, bias=False) if tying == "layerwise" else None
         self._build_answer_layer(d, num_answers, vocab_size, answer_words, tying=tying, answer_softmax=answer_softmax)
-        self.scores = nn.ModuleList(score(query_dim=d, key_dim=d) for _ in range(hops))
+        factory = score_factory(score, owner="MemN2N")
+        self.scores = nn.ModuleList(factory(query_dim=d, key_dim=d) for _ in range(hops))
         self._register_encoding(encoding, sentence_len, d, time_word=temporal and time_word)
         self._reset_parameters(embeddings)
 
@@ -172,37 +176,14 @@ class MemN2N(nn.Module):
         `nil (B,)` of `weight (V, d)`: (B, d), zero in value (the row is zero), the nil row's gradient; 0 without."""
         return 0.0 if nil is None else encoding[first:last].sum(0) * weight[nil]  # (B, d)
 
-    def draws(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
-        """The uniform numbers RN draws for `batch` while training (none otherwise), as batch keys."""
+    def draws(self, story: Tensor) -> dict[str, Tensor]:
+        """The uniform numbers RN draws for `story (B, S, L)` while training (none otherwise), by name."""
         if not (self.training and self.temporal and self.random_noise > 0):
             return {}
-        story = batch["story"]  # (B, S, L)
         b, s = story.shape[:2]
         most = math.ceil(s * self.random_noise)
         blank = torch.rand(b, 1, device=story.device)  # (B, 1), drawn first as before
         return {"rn_blank": blank, "rn_keys": torch.rand(b, s + most, device=story.device)}  # (B, S + most)
-
-    @property
-    def folds(self) -> bool:
-        """Whether replicas of this model can run folded into one batch (`fold`): every weight a lookup table (no
-        H, no W, no score with weights); else they take `vmap`."""
-        has_weights = any(True for score in self.scores for _ in score.parameters())
-        return self.H is None and self.W is None and not has_weights
-
-    def fold(self, batches: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
-        """R replicas' batches as one batch of all their rows, for one forward over their tables stacked replica by
-        replica ((R·V, d) each): a word id moves to replica r's rows, the pad word to row 0 (zero in every
-        replica; with `nil_gradient` to replica r's row 0, which takes gradient), `replica (R·B,)` names each
-        row's."""
-        folded = {k: torch.cat([b[k] for b in batches]) for k, v in batches[0].items() if isinstance(v, Tensor)}
-        replica = torch.arange(len(batches), device=batches[0]["story"].device)  # (R,)
-        for key in ("story", "query"):
-            words = torch.stack([b[key] for b in batches])  # (R, B, ...)
-            shift = self.A[0].num_embeddings * replica.view(-1, *[1] * (words.dim() - 1))  # (R, 1, ...)
-            moved = words + shift if self.pad is None else torch.where(words > 0, words + shift, 0)  # (R, B, ...)
-            folded[key] = moved.flatten(0, 1)  # (R·B, ...)
-        folded["replica"] = replica.repeat_interleave(batches[0]["story"].shape[0])  # (R·B,)
-        return folded
 
     def time_index(self, slot_mask: Tensor, drawn: dict[str, Tensor]) -> Tensor:
         """Recency of each slot, 0 = most recent, from `slot_mask (B, S)` (slots left-aligned): (B, S); with RN's
@@ -231,7 +212,7 @@ class MemN2N(nn.Module):
             weights = score(u, m).masked_fill(empty, 0.0)  # (B, 1, S)
             return torch.bmm(weights, c), weights
         if empty_log is None:
-            return attend(u, m, c, score, mask=~empty)
+            return attend(u, m, c, score, key_padding_mask=empty[:, 0])
         # the memory's empty slots (up to memory_size) hold zero vectors that still take part in the
         # softmax, as in the reference code: together one "nothing" entry weighted by their count
         nothing = empty_log  # (B, 1, 1); a score linear in the key gives the zero vectors 0
@@ -291,17 +272,28 @@ class MemN2N(nn.Module):
         nothing = self.nil_words(weight, 0, len(position), position, nil).unsqueeze(1)  # (B, 1, K·d)
         return dict(zip(distinct, encoded.split(d, dim=-1))), dict(zip(distinct, nothing.split(d, dim=-1)))
 
-    def forward(self, batch: dict[str, Tensor]) -> Output:
-        story, query = batch["story"], batch["query"]  # (B, S, L), (B, Lq)
+    def forward(self, story: Tensor, query: Tensor, *,
+                return_attention: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """Answer logits `(B, num_answers)` for `story (B, S, L)` and `query (B, L)` word ids (0 pads; a sentence of
+        only pads is an empty slot); with `return_attention` also each hop's weights over the sentences
+        `(B, hops, S)`. While training, RN (`random_noise`) draws its numbers here (`draws`)."""
+        if story.dim() != 3 or query.dim() != 2 or story.shape[0] != query.shape[0]:
+            raise ValueError(f"MemN2N expects story (B, S, L) and query (B, L) word ids, got story of shape "
+                             f"{tuple(story.shape)} and query of shape {tuple(query.shape)}")
+        out = self._answer(story, query, self.draws(story))
+        return (out.pred, torch.stack(out.attention, 1)) if return_attention else out.pred
+
+    def _answer(self, story: Tensor, query: Tensor, drawn: dict[str, Tensor], rows: Tensor | None = None) -> Output:
+        """`Output(pred (B, A), attention: per hop (B, S))` from RN's `drawn` numbers (`draws`; {} without RN);
+        `rows (B,)` each row's replica when replicas run folded into one batch (`tasks.qa_nets.MemN2NQA.fold`)."""
         if story.shape[1] > self.memory_size:
-            raise ValueError(f"MemN2N: a story of {story.shape[1]} sentences exceeds memory_size={self.memory_size}")
-        rows = batch.get("replica")  # (B,) each row's replica, when replicas run folded into one batch (`fold`)
+            raise ValueError(f"MemN2N: a story of {story.shape[1]} sentences exceeds memory_size={self.memory_size} "
+                             "(data.memory_size in a run)")
         nil = None  # each row's nil word (`nil_gradient`): row 0 of its replica's tables
         if self.pad is None:
             replica = rows if rows is not None else torch.zeros_like(query[:, 0], dtype=torch.long)  # (B,)
             nil = replica * self.A[0].num_embeddings  # (B,)
         slot_mask = story.ne(0 if nil is None else nil.view(-1, 1, 1)).any(-1)  # (B, S) True for a real sentence
-        drawn = {k: batch[k] for k in ("rn_blank", "rn_keys") if k in batch} or self.draws(batch)  # replicas draw first
         time = self.time_index(slot_mask, drawn) if self.temporal else None
         if time is not None and rows is not None:
             time = time + self.memory_size * rows.unsqueeze(-1)  # (B, S) in replica r's rows of the time tables
@@ -318,9 +310,8 @@ class MemN2N(nn.Module):
             o, weights = self.address(score, u, m, c, empty, empty_log, linear, empty_slot)
             u = (u if self.H is None else self.H(u)) + o  # (B, 1, d)
             attention.append(weights.squeeze(1))  # (B, S)
-        if self.W is None:
-            return Output(pred=self.tied_answers(u.squeeze(1), rows), attention=attention)
-        return Output(pred=self.W(u.squeeze(1)), attention=attention)  # (B, num_answers)
+        pred = self.tied_answers(u.squeeze(1), rows) if self.W is None else self.W(u.squeeze(1))
+        return Output(pred=pred, attention=attention)  # (B, num_answers)
 
     def tied_answers(self, u: Tensor, rows: Tensor | None) -> Tensor:
         """Logits `u (B, d)` Wᵀ with Wᵀ = C^K's answer rows: (B, A); "vocabulary": (B, V), (B, V + S) with the time

@@ -45,9 +45,9 @@ class DecoderLayer(nn.Module):
         self_res, cross_res, ff_res = self.residuals
         h = self_res.inner(x)
         read = h if context is None else self_res.inner(context)
-        x = self_res.outer(x, self.self_attn(h, read, read, mask=self_mask, need_weights=False)[0])
+        x = self_res.outer(x, self.self_attn(h, read, read, attn_mask=self_mask, need_weights=False)[0])
         attended, weights = self.cross_attn(
-            cross_res.inner(x), memory, memory, mask=memory_mask, need_weights=need_weights
+            cross_res.inner(x), memory, memory, attn_mask=memory_mask, need_weights=need_weights
         )
         x = cross_res.outer(x, attended)
         return ff_res.outer(x, self.feed_forward(ff_res.inner(x))), weights
