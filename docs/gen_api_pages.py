@@ -55,7 +55,6 @@ def _write() -> None:
     for public, (page, target) in pages().items():
         with mkdocs_gen_files.open(page, "w") as f:
             f.write(f"# `{public}`\n\n::: {target}\n    options:\n      show_root_heading: false\n")
-        mkdocs_gen_files.set_edit_path(page, "gen_api_pages.py")
         nav.append(f"* [{public}]({page.removeprefix('api/')})")
     with mkdocs_gen_files.open("api/SUMMARY.md", "w") as f:
         f.write("\n".join(nav) + "\n")
