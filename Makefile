@@ -1,12 +1,13 @@
-# Two commands: `make train` (installs the `train` extra) and `make test` (the `dev` extra). Torch is installed
-# only when the venv has none, from TORCH_SPEC, so a user's own CUDA build is kept (pyproject only asks for torch>=2.3).
+# Two commands: `make train` (installs the `train` extra) and `make test` (the `dev` extra); `make docs` builds
+# the documentation site into site/. Torch is installed only when the venv has none, from TORCH_SPEC, so a user's
+# own CUDA build is kept (pyproject only asks for torch>=2.3).
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: venv dev train test bench clean
+.PHONY: venv dev train test docs bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,10 +27,16 @@ train: venv
 test: dev
 	$(BIN)/python -m pytest $(ARGS)
 
+# the site from docs/ and the docstrings (MkDocs Material + mkdocstrings), warnings as errors; the two variables
+# silence the banners some plugins print about MkDocs 2 (the docs extra pins mkdocs<2)
+docs: venv
+	$(BIN)/pip install -q -e ".[docs]"
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict
+
 bench: venv
 	$(BIN)/python benchmarks/lightning_overhead.py
 	$(BIN)/python benchmarks/attend_sdpa.py
 	$(BIN)/python benchmarks/threads.py
 
 clean:
-	rm -rf outputs .pytest_cache
+	rm -rf outputs .pytest_cache site

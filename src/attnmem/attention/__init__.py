@@ -54,20 +54,26 @@ def attend(
     """Softmax attention of `query` over `keys`, reading `values`: softmax(score(q, k)) v.
 
     Args:
-        query: the queries; `keys`, `values`: what they attend over.
+        query: the queries.
+        keys: what the queries are scored against.
+        values: what the weights average, one per key.
         score: a built score module, e.g. `ScaledDot(64, 64)`.
-        attn_mask: bool, True where a query may attend (as `F.scaled_dot_product_attention`); broadcast to
-            (B, Tq, Tk). A row with nothing to attend gives zero weights and a zero context.
-        key_padding_mask: bool (B, Tk), True where a key is padding (as `nn.MultiheadAttention`).
-        need_weights: when False and `score` is `ScaledDot`, uses `F.scaled_dot_product_attention`
-            and returns `None` for the weights.
+        attn_mask: bool, True where a query may attend (as `F.scaled_dot_product_attention`). A row with
+            nothing to attend gives zero weights and a zero context.
+        key_padding_mask: bool, True where a key is padding (as `nn.MultiheadAttention`).
+        need_weights: False returns `None` for the weights (and, with `ScaledDot`, takes SDPA).
         mask: deprecated: `attn_mask` under its old name (the same meaning); removed in 0.4.
 
     Shapes:
-        query (B, Tq, Dq), keys (B, Tk, Dk), values (B, Tk, Dv); unbatched: (Tq, Dq), (Tk, Dk), (Tk, Dv).
+        - query: (B, Tq, Dq), or (Tq, Dq) unbatched
+        - keys: (B, Tk, Dk), or (Tk, Dk) unbatched
+        - values: (B, Tk, Dv), or (Tk, Dv) unbatched
+        - attn_mask, mask: broadcastable to (B, Tq, Tk)
+        - key_padding_mask: (B, Tk)
+        - context: (B, Tq, Dv); weights: (B, Tq, Tk)
 
     Returns:
-        `(context (B, Tq, Dv), weights (B, Tq, Tk) or None)`; the weights are at least float32.
+        `(context, weights)`; `weights` is None when skipped, else at least float32.
     """
     attn_mask = _renamed(mask, attn_mask, "attend")
     scores_shape = torch.Size((*query.shape[:-1], keys.shape[-2]))  # (B, Tq, Tk)
@@ -110,6 +116,13 @@ class MultiHead(nn.Module):
     Projects queries, keys and values to `heads` subspaces of `model_dim // heads`, scores each
     head with its own `score(query_dim=d_head, key_dim=d_head)` (`scores[h]`: a score with parameters,
     bilinear or additive, learns them per head), and projects the concatenation.
+
+    Args:
+        model_dim: the width D of queries, keys, values and the output.
+        heads: the number of heads H; must divide `model_dim`.
+        score: the score of each head: a name (`"scaled_dot"`, `"additive"`, ...: `attnmem.attention.SCORES`),
+            a score class (`Bilinear`), or a factory called as `score(query_dim=..., key_dim=...)`.
+        dropout: dropout on the heads' concatenated context, before the output projection.
     """
 
     def __init__(
@@ -139,38 +152,11 @@ class MultiHead(nn.Module):
         b, t, _ = x.shape
         return x.view(b, t, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
 
-    def forward(
-        self,
-        query: Tensor,
-        keys: Tensor,
-        values: Tensor,
-        *,
-        attn_mask: Tensor | None = None,
-        key_padding_mask: Tensor | None = None,
-        need_weights: bool = True,
-        mask: Tensor | None = None,
+    def _attend_heads(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool
     ) -> tuple[Tensor, Tensor | None]:
-        """Attend `query` over `keys`/`values` with every head.
-
-        Args:
-            attn_mask: bool, True where a query may attend; broadcast to (B, Tq, Tk), the same for every head.
-            key_padding_mask: bool (B, Tk), True where a key is padding.
-            need_weights: False skips the weights (and, with `ScaledDot`, takes `F.scaled_dot_product_attention`).
-            mask: deprecated: `attn_mask` under its old name; removed in 0.4.
-
-        Shapes:
-            query (B, Tq, D), keys and values (B, Tk, D), D = model_dim.
-
-        Returns:
-            `(output (B, Tq, D), weights (B, H, Tq, Tk) or None)`.
-        """
-        self._check_inputs(query=query, keys=keys, values=values)
-        mask = allowed(torch.Size((query.shape[0], query.shape[1], keys.shape[1])),
-                       _renamed(mask, attn_mask, "MultiHead"), key_padding_mask, owner="MultiHead")
-        b, tq, d = query.shape
-        q, k, v = self._heads(self.q_proj(query)), self._heads(self.k_proj(keys)), self._heads(self.v_proj(values))
-        if mask is not None:
-            mask = mask.unsqueeze(1).expand(b, self.heads, tq, keys.shape[1])  # (B, H, Tq, Tk)
+        """Every head's context (B, H, Tq, Dh) and weights (B, H, Tq, Tk) from `q`, `k`, `v` (B, H, T, Dh)."""
+        b = q.shape[0]
         if self.shared:
             q, k, v = q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1)  # (B*H, T, Dh)
             folded = None if mask is None else mask.flatten(0, 1)  # (B*H, Tq, Tk)
@@ -185,5 +171,47 @@ class MultiHead(nn.Module):
             ]  # per head: (B, Tq, Dh), (B, Tq, Tk)
             context = torch.stack([c for c, _ in heads], 1)  # (B, H, Tq, Dh)
             weights = torch.stack([w for _, w in heads], 1) if need_weights else None  # (B, H, Tq, Tk)
+        return context, weights
+
+    def forward(
+        self,
+        query: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        *,
+        attn_mask: Tensor | None = None,
+        key_padding_mask: Tensor | None = None,
+        need_weights: bool = True,
+        mask: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attend `query` over `keys`/`values` with every head.
+
+        Args:
+            query: the queries.
+            keys: what the queries are scored against.
+            values: what the weights average, one per key.
+            attn_mask: bool, True where a query may attend; the same for every head.
+            key_padding_mask: bool, True where a key is padding.
+            need_weights: False skips the weights (and, with `ScaledDot`, takes `F.scaled_dot_product_attention`).
+            mask: deprecated: `attn_mask` under its old name; removed in 0.4.
+
+        Shapes:
+            - query: (B, Tq, D), D = model_dim
+            - keys, values: (B, Tk, D)
+            - attn_mask, mask: broadcastable to (B, Tq, Tk)
+            - key_padding_mask: (B, Tk)
+            - output: (B, Tq, D); weights: (B, H, Tq, Tk)
+
+        Returns:
+            `(output, weights)`; `weights` is None when skipped.
+        """
+        self._check_inputs(query=query, keys=keys, values=values)
+        mask = allowed(torch.Size((query.shape[0], query.shape[1], keys.shape[1])),
+                       _renamed(mask, attn_mask, "MultiHead"), key_padding_mask, owner="MultiHead")
+        b, tq, d = query.shape
+        q, k, v = self._heads(self.q_proj(query)), self._heads(self.k_proj(keys)), self._heads(self.v_proj(values))
+        if mask is not None:
+            mask = mask.unsqueeze(1).expand(b, self.heads, tq, keys.shape[1])  # (B, H, Tq, Tk)
+        context, weights = self._attend_heads(q, k, v, mask, need_weights)  # (B, H, Tq, Dh), (B, H, Tq, Tk)
         context = context.transpose(1, 2).reshape(b, tq, d)  # (B, Tq, D)
         return self.out_proj(self.dropout(context)), weights

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnmem.attention.additive_kernel import additive_scores
+from attnmem.attention.score_parts import check_dims, dot
 from attnmem.core.float32 import in_float32
 
 __all__ = [
@@ -30,74 +31,104 @@ def softmax(scores: Tensor, dim: int = -1) -> Tensor:
     return torch.softmax(scores, dim=dim, dtype=torch.float32)
 
 
-def _check_dims(name: str, query_dim: int, key_dim: int, *, equal: bool) -> None:
-    if query_dim < 1 or key_dim < 1:
-        raise ValueError(f"{name}: query_dim and key_dim must be >= 1, got {query_dim} and {key_dim}")
-    if equal and query_dim != key_dim:
-        raise ValueError(
-            f"{name} needs query_dim == key_dim (got {query_dim} and {key_dim}); for different widths use the "
-            "Bilinear or Additive score (in a run: attention=bilinear or attention=additive)"
-        )
-
-
-def _dot(query: Tensor, keys: Tensor) -> Tensor:
-    """qᵀk of `query (..., Tq, D)` and `keys (..., Tk, D)`: (..., Tq, Tk).
-
-    With one query (a memory read, a decoder step) it is computed as k q, so the keys' gradient comes out
-    contiguous: the backward of q kᵀ gives it transposed, which an embedding's backward then copies.
-    Batches of matrices go to `bmm` directly, without `matmul`'s reshapes and their backward.
-    """
-    if query.dim() == keys.dim() == 3 and query.shape[0] == keys.shape[0]:  # bmm: none of matmul's reshapes
-        if query.shape[1] == 1:
-            return torch.bmm(keys, query.transpose(1, 2)).transpose(1, 2)
-        return torch.bmm(query, keys.transpose(1, 2))
-    if query.shape[-2] == 1:
-        return (keys @ query.transpose(-1, -2)).transpose(-1, -2)
-    return query @ keys.transpose(-1, -2)
-
-
 class Dot(nn.Module):
-    """Dot-product score qᵀk (Luong et al. 2015, 'dot')."""
+    """Dot-product score qᵀk (Luong et al. 2015, 'dot').
+
+    Args:
+        query_dim: the width of a query, Dq.
+        key_dim: the width of a key, Dk; must equal `query_dim`.
+    """
 
     linear_in_query: ClassVar[bool] = True
     linear_in_key: ClassVar[bool] = True
 
     def __init__(self, query_dim: int, key_dim: int) -> None:
         super().__init__()
-        _check_dims("Dot", query_dim, key_dim, equal=True)
+        check_dims("Dot", query_dim, key_dim, equal=True)
 
     def forward(self, query: Tensor, keys: Tensor) -> Tensor:
-        return _dot(query, keys)  # (B, Tq, Tk)
+        """qᵀk of every query against every key.
+
+        Args:
+            query: the queries.
+            keys: the keys.
+
+        Shapes:
+            - query: (B, Tq, D), or (Tq, D) unbatched
+            - keys: (B, Tk, D), or (Tk, D) unbatched
+
+        Returns:
+            The scores (B, Tq, Tk), or (Tq, Tk), before any softmax.
+        """
+        return dot(query, keys)  # (B, Tq, Tk)
 
 
 class ScaledDot(nn.Module):
-    """Scaled dot-product score qᵀk / √d (Vaswani et al. 2017, eq. 1)."""
+    """Scaled dot-product score qᵀk / √d (Vaswani et al. 2017, eq. 1).
+
+    Args:
+        query_dim: the width of a query, Dq.
+        key_dim: the width of a key, Dk; must equal `query_dim`.
+    """
 
     linear_in_query: ClassVar[bool] = True
     linear_in_key: ClassVar[bool] = True
 
     def __init__(self, query_dim: int, key_dim: int) -> None:
         super().__init__()
-        _check_dims("ScaledDot", query_dim, key_dim, equal=True)
+        check_dims("ScaledDot", query_dim, key_dim, equal=True)
         self.scale = 1.0 / math.sqrt(key_dim)
 
     def forward(self, query: Tensor, keys: Tensor) -> Tensor:
-        return _dot(query, keys) * self.scale  # (B, Tq, Tk)
+        """qᵀk / √D of every query against every key.
+
+        Args:
+            query: the queries.
+            keys: the keys.
+
+        Shapes:
+            - query: (B, Tq, D), or (Tq, D) unbatched
+            - keys: (B, Tk, D), or (Tk, D) unbatched
+
+        Returns:
+            The scores (B, Tq, Tk), or (Tq, Tk), before any softmax.
+        """
+        return dot(query, keys) * self.scale  # (B, Tq, Tk)
 
 
 class Bilinear(nn.Module):
-    """Bilinear score qᵀWk (Luong et al. 2015, 'general'); query and key widths may differ."""
+    """Bilinear score qᵀWk (Luong et al. 2015, 'general'); query and key widths may differ.
+
+    W (Dq, Dk) is a parameter, Xavier-uniform initialised.
+
+    Args:
+        query_dim: the width of a query, Dq.
+        key_dim: the width of a key, Dk (may differ from `query_dim`).
+    """
 
     linear_in_query: ClassVar[bool] = True
     linear_in_key: ClassVar[bool] = True
 
     def __init__(self, query_dim: int, key_dim: int) -> None:
         super().__init__()
-        _check_dims("Bilinear", query_dim, key_dim, equal=False)
+        check_dims("Bilinear", query_dim, key_dim, equal=False)
         self.weight = nn.Parameter(torch.empty(query_dim, key_dim))
         nn.init.xavier_uniform_(self.weight)
 
     def forward(self, query: Tensor, keys: Tensor) -> Tensor:
+        """qᵀWk of every query against every key.
+
+        Args:
+            query: the queries.
+            keys: the keys.
+
+        Shapes:
+            - query: (B, Tq, Dq), or (Tq, Dq) unbatched
+            - keys: (B, Tk, Dk), or (Tk, Dk) unbatched
+
+        Returns:
+            The scores (B, Tq, Tk), or (Tq, Tk), before any softmax.
+        """
         return (query @ self.weight) @ keys.transpose(-1, -2)  # (B, Tq, Tk)
 
 
@@ -106,11 +137,16 @@ class Additive(nn.Module):
 
     The formula runs as `additive_scores(W q, U k, v)`, a chunked kernel (`attention/additive_kernel.py`)
     that never holds the (B, Tq, Tk, H) tensor of tanh(W q + U k) whole.
+
+    Args:
+        query_dim: the width of a query, Dq.
+        key_dim: the width of a key, Dk (may differ from `query_dim`).
+        hidden_dim: the width H of W q + U k; default `key_dim`.
     """
 
     def __init__(self, query_dim: int, key_dim: int, hidden_dim: int | None = None) -> None:
         super().__init__()
-        _check_dims("Additive", query_dim, key_dim, equal=False)
+        check_dims("Additive", query_dim, key_dim, equal=False)
         hidden_dim = hidden_dim or key_dim
         if hidden_dim < 1:
             raise ValueError(f"Additive: hidden_dim must be >= 1, got {hidden_dim}")
@@ -119,7 +155,19 @@ class Additive(nn.Module):
         self.v = nn.Linear(hidden_dim, 1, bias=False)
 
     def forward(self, query: Tensor, keys: Tensor) -> Tensor:
-        """vᵀ tanh(W q + U k) for every query and key: (..., Tq, Tk)."""
+        """vᵀ tanh(W q + U k) of every query against every key.
+
+        Args:
+            query: the queries.
+            keys: the keys.
+
+        Shapes:
+            - query: (B, Tq, Dq), or (Tq, Dq) unbatched
+            - keys: (B, Tk, Dk), or (Tk, Dk) unbatched
+
+        Returns:
+            The scores (B, Tq, Tk), or (Tq, Tk), before any softmax.
+        """
         q, k = self.query_proj(query), self.key_proj(keys)  # (..., Tq, H), (..., Tk, H)
         batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
         q = q.expand(*batch, *q.shape[-2:]).reshape(-1, *q.shape[-2:])  # (B, Tq, H)
@@ -133,11 +181,16 @@ class LeakyConcat(nn.Module):
 
     The paper applies it to W h_i and W h_j; query and key widths may differ. Being monotone in a_kᵀk,
     it ranks the keys alike for every query (the "static attention" of Brody et al. 2022, GATv2).
+
+    Args:
+        query_dim: the width of a query, Dq.
+        key_dim: the width of a key, Dk (may differ from `query_dim`).
+        negative_slope: the slope of the LeakyReLU below 0 (the paper's 0.2).
     """
 
     def __init__(self, query_dim: int, key_dim: int, negative_slope: float = 0.2) -> None:
         super().__init__()
-        _check_dims("LeakyConcat", query_dim, key_dim, equal=False)
+        check_dims("LeakyConcat", query_dim, key_dim, equal=False)
         if negative_slope < 0:
             raise ValueError(f"LeakyConcat: negative_slope must be >= 0, got {negative_slope}")
         self.query_weight = nn.Parameter(torch.empty(query_dim))  # a_q, the first half of a
@@ -148,6 +201,19 @@ class LeakyConcat(nn.Module):
         self.negative_slope = negative_slope
 
     def forward(self, query: Tensor, keys: Tensor) -> Tensor:
+        """LeakyReLU(a_qᵀq + a_kᵀk) of every query against every key.
+
+        Args:
+            query: the queries.
+            keys: the keys.
+
+        Shapes:
+            - query: (B, Tq, Dq), or (Tq, Dq) unbatched
+            - keys: (B, Tk, Dk), or (Tk, Dk) unbatched
+
+        Returns:
+            The scores (B, Tq, Tk), or (Tq, Tk), before any softmax.
+        """
         q = query @ self.query_weight.to(query.dtype)  # (B, Tq)
         k = keys @ self.key_weight.to(keys.dtype)  # (B, Tk)
         return F.leaky_relu(q.unsqueeze(-1) + k.unsqueeze(-2), self.negative_slope)  # (B, Tq, Tk)
@@ -158,16 +224,33 @@ class Trilinear(nn.Module):
 
     Computed as w₁ᵀh + w₂ᵀu + (h∘w₃)ᵀu, never holding the (B, Tq, Tk, 3D) concatenation. Keys of another
     width are first projected to the query's width (a linear map without bias), so any two widths work.
+
+    Args:
+        query_dim: the width of a query, Dq.
+        key_dim: the width of a key, Dk (may differ from `query_dim`).
     """
 
     def __init__(self, query_dim: int, key_dim: int) -> None:
         super().__init__()
-        _check_dims("Trilinear", query_dim, key_dim, equal=False)
+        check_dims("Trilinear", query_dim, key_dim, equal=False)
         self.key_proj = nn.Linear(key_dim, query_dim, bias=False) if key_dim != query_dim else None
         bound = 1.0 / math.sqrt(3 * query_dim)  # nn.Linear(3D, 1)'s initialisation of w
         self.weight = nn.Parameter(torch.empty(3, query_dim).uniform_(-bound, bound))  # rows w₁, w₂, w₃
 
     def forward(self, query: Tensor, keys: Tensor) -> Tensor:
+        """wᵀ[q; k; q∘k] of every query against every key.
+
+        Args:
+            query: the queries.
+            keys: the keys.
+
+        Shapes:
+            - query: (B, Tq, Dq), or (Tq, Dq) unbatched
+            - keys: (B, Tk, Dk), or (Tk, Dk) unbatched
+
+        Returns:
+            The scores (B, Tq, Tk), or (Tq, Tk), before any softmax.
+        """
         keys = keys if self.key_proj is None else self.key_proj(keys)  # (B, Tk, Dq)
         w = self.weight.to(query.dtype)
         by_query = (query @ w[0]).unsqueeze(-1)  # w₁ᵀh: (B, Tq, 1)
@@ -180,13 +263,20 @@ class Cosine(nn.Module):
 
     `beta` is a fixed temperature (float) or, with `learn_beta=True`, its learned initial value.
     Without a temperature (β = 1) cosine scores lie in [-1, 1] and softmax is nearly uniform.
+
+    Args:
+        query_dim: the width of a query, Dq.
+        key_dim: the width of a key, Dk; must equal `query_dim`.
+        beta: the temperature β (> 0), or its initial value when learned.
+        learn_beta: learn β (as log β, a parameter) instead of keeping it fixed.
+        eps: the smallest norm a query or key is divided by (a zero vector scores 0, not NaN).
     """
 
     def __init__(
         self, query_dim: int, key_dim: int, beta: float = 10.0, learn_beta: bool = False, eps: float = 1e-8
     ) -> None:
         super().__init__()
-        _check_dims("Cosine", query_dim, key_dim, equal=True)
+        check_dims("Cosine", query_dim, key_dim, equal=True)
         if beta <= 0:
             raise ValueError(f"Cosine: beta must be > 0, got {beta}")
         log_beta = torch.tensor(math.log(beta))
@@ -203,13 +293,38 @@ class Cosine(nn.Module):
 
     @in_float32  # β (or the NTM's key strength) multiplies it: 16-bit rounding would be amplified
     def similarity(self, query: Tensor, keys: Tensor) -> Tensor:
-        """Cosine similarity K[q, k] in [-1, 1], without the temperature."""
+        """Cosine similarity K[q, k] in [-1, 1], without the temperature (the NTM's and DNC's content lookup).
+
+        Args:
+            query: the queries.
+            keys: the keys.
+
+        Shapes:
+            - query: (B, Tq, D), or (Tq, D) unbatched
+            - keys: (B, Tk, D), or (Tk, D) unbatched
+
+        Returns:
+            q·k / (|q| |k|): (B, Tq, Tk), or (Tq, Tk), in at least float32.
+        """
         # q·k / (|q| |k|), the norms dividing the (Tq, Tk) dots: no normalised copy of the keys (an NTM's memory)
         q_norm = query.norm(dim=-1, keepdim=True).clamp_min(self.eps)  # (B, Tq, 1)
         k_norm = keys.norm(dim=-1).clamp_min(self.eps).unsqueeze(-2)  # (B, 1, Tk)
         return (query @ keys.transpose(-1, -2)) / (q_norm * k_norm)  # (B, Tq, Tk)
 
     def forward(self, query: Tensor, keys: Tensor) -> Tensor:
+        """β q·k / (|q| |k|) of every query against every key.
+
+        Args:
+            query: the queries.
+            keys: the keys.
+
+        Shapes:
+            - query: (B, Tq, D), or (Tq, D) unbatched
+            - keys: (B, Tk, D), or (Tk, D) unbatched
+
+        Returns:
+            The scores (B, Tq, Tk), or (Tq, Tk), before any softmax.
+        """
         return self.beta * self.similarity(query, keys)  # (B, Tq, Tk)
 
 

@@ -23,13 +23,21 @@ MEMORY_INITS = ("constant", "learned", "random")
 
 
 class NTMState(NamedTuple):
-    """What the NTM carries from step t - 1 to step t (§3): controller state, reads, weightings, memory."""
+    """What the NTM carries from step t - 1 to step t (§3): controller state, reads, weightings, memory.
 
-    hidden: Tensor  # h (B, C): the controller's output
-    cell: Tensor  # c (B, C): the LSTM controller's cell state (zeros, unused, with a feed-forward one)
-    reads: Tensor  # r (B, R, M): the read vectors
-    weightings: Tensor  # w (B, R + W, N): the read heads' weightings, then the write heads'
-    memory: Tensor  # M (B, N, M)
+    Attributes:
+        hidden: h (B, C), the controller's output.
+        cell: c (B, C), the LSTM controller's cell state (zeros, unused, with a feed-forward one).
+        reads: r (B, R, M), the read vectors.
+        weightings: w (B, R + W, N), the read heads' weightings, then the write heads'.
+        memory: M (B, N, M), the memory.
+    """
+
+    hidden: Tensor
+    cell: Tensor
+    reads: Tensor
+    weightings: Tensor
+    memory: Tensor
 
 
 def content_weights(similarity: Tensor, beta: Tensor) -> Tensor:

@@ -35,8 +35,18 @@ class LoadedRun(NamedTuple):
 
 
 def load_run(run_dir: str | Path, replica: int | None = None) -> LoadedRun:
-    """Rebuild a finished run's model (best checkpoint), datamodule and config from its run directory; of a
-    `replicas=R` run, replica `replica` (default: the one its metrics.json reports, `replica_selected`)."""
+    """Rebuild a finished run's model (best checkpoint), datamodule and config from its run directory.
+
+    Unlike `load_model`, it sets the run's datamodule up, so it reads the run's data.
+
+    Args:
+        run_dir: a run directory `train.py` completed (with `.hydra/config.yaml` and `metrics.json`).
+        replica: of a `replicas=R` run, which replica (default: the one its metrics.json reports,
+            `replica_selected`).
+
+    Returns:
+        `LoadedRun(model, datamodule, cfg)`; `model` is in eval mode, `datamodule` set up for `"fit"`.
+    """
     run_dir = Path(run_dir)
     config = run_dir / ".hydra" / "config.yaml"
     if not config.is_file() or not (run_dir / "metrics.json").is_file():
@@ -70,7 +80,8 @@ def load_model(run_or_ckpt: str | Path, replica: int | None = None) -> LoadedMod
     """Rebuild a trained model from a run directory (its best checkpoint) or a checkpoint file, reading no data.
 
     Args:
-        run_or_ckpt: a run directory `train.py` wrote, or a `.ckpt` file in its `checkpoints/`.
+        run_or_ckpt: a run directory `train.py` wrote, or a `.ckpt` file in its `checkpoints/`. A checkpoint
+            of attnmem 0.2 records no data sizes: `load_run` rebuilds its model from the run's data.
         replica: of a `replicas=R` run, which replica (default: the one its metrics.json reports).
 
     Returns:
