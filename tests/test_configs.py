@@ -164,16 +164,11 @@ def classify_files(data: str, tmp_path: Path) -> list[str]:
             "data.source.val_fraction=0.25"]
 
 
-# models whose layers still call attend(mask=...): blocks/hopfield.py moves to attn_mask in its own change; drop the
-# name then, and the check below holds for them too
-STILL_DEPRECATED = {"hopfield_pooling_qa"}
-
-
 @contextlib.contextmanager
-def no_deprecated_calls(model: str) -> Iterator[None]:
+def no_deprecated_calls() -> Iterator[None]:
     """A DeprecationWarning is an error inside: a model must not call a deprecated API (attend's mask=, ...)."""
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore" if model in STILL_DEPRECATED else "error", DeprecationWarning)
+        warnings.simplefilter("error", DeprecationWarning)
         yield
 
 
@@ -190,7 +185,7 @@ def test_compose_instantiate_forward_backward(compose_cfg, tmp_path, model, data
     dm.setup("fit")
     net = run.build_model(cfg.model, cfg.attention, dm.dims)
     batch = next(iter(dm.train_dataloader()))
-    with no_deprecated_calls(model):
+    with no_deprecated_calls():
         out = net(batch)
     assert out.pred.shape[0] == next(iter(batch.values())).shape[0]
     if not any(p.requires_grad for p in net.parameters()):
@@ -234,7 +229,7 @@ def test_every_score_trains_in_every_model_on_its_natural_data(compose_cfg, tmp_
     batch = next(iter(datamodule.train_dataloader()))
     losses = []
     for _ in range(40):  # one batch, memorised: the family's loss must fall whatever the score
-        with no_deprecated_calls(model):
+        with no_deprecated_calls():
             loss = module.training_step(batch, 0)
         optimizer.zero_grad()
         loss.backward()
