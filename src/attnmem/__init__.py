@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typing
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 """The version of attnmem that is installed (PEP 440)."""
 __all__ = ["__version__", "load_model", "load_run"]
 
