@@ -22,17 +22,6 @@ import attnmem
 
 PUBLIC_MODULES = ("attnmem", "attnmem.nn")
 
-# rewritten on other branches (the tensor forwards of issue 50; the Hopfield layers): strict, so the mark must go
-# as soon as a name passes
-PENDING = {
-    "attnmem.nn.NTM": "NTM's tensor forward and its docstrings come with the api branch",
-    "attnmem.nn.DNC": "DNC's tensor forward and its docstrings come with the api branch",
-    "attnmem.nn.MemN2N": "MemN2N's tensor forward and its docstrings come with the api branch",
-    "attnmem.nn.Hopfield": "the Hopfield layers' docstrings come with the hopfield branch",
-    "attnmem.nn.HopfieldLayer": "the Hopfield layers' docstrings come with the hopfield branch",
-    "attnmem.nn.HopfieldPooling": "the Hopfield layers' docstrings come with the hopfield branch",
-}
-
 SECTION = re.compile(r"^(\w[\w ]*):\s*$")
 ENTRY = re.compile(r"^    (\*{0,2}\w+)(?: \([^)]*\))?:")
 SHAPE = re.compile(r"^    - (\w+(?:, \w+)*):")  # `- keys, values: (B, Tk, D)`: one entry, two names
@@ -124,12 +113,7 @@ def problems_of(where: str, obj: object) -> list[str]:
     return []  # a value (__version__): its docstring is the attribute's, in the API reference
 
 
-def _param(name: str) -> object:
-    marks = [pytest.mark.xfail(strict=True, reason=PENDING[name])] if name in PENDING else []
-    return pytest.param(name, marks=marks, id=name)
-
-
-@pytest.mark.parametrize("name", [_param(n) for n in public_objects()])
+@pytest.mark.parametrize("name", list(public_objects()))
 def test_the_docstring_follows_the_convention(name: str) -> None:
     problems = problems_of(name, public_objects()[name])
     assert not problems, "docs/docstrings.md:\n" + "\n".join(problems)

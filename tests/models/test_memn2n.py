@@ -103,14 +103,14 @@ def test_the_time_word_counts_in_j_and_weights_the_time_embedding_by_l_j():
     torch.testing.assert_close(model.time_weight, torch.tensor([0.625, 1.375]))
     story = torch.tensor([[[4, 5, 0], [6, 0, 0]] + [[0, 0, 0]] * 4])  # (1, 6, 3): two sentences
     real = story.ne(0).any(-1)  # (1, 6)
-    time = model.time_index(real, {})  # (1, 6): [1, 0, ...]
-    memory = model.memories(story, real, time)[0][id(model.A[0])]  # (1, 6, 2)
+    time = model._time_index(real, {})  # (1, 6): [1, 0, ...]
+    memory = model._memories(story, real, time)[0][id(model.A[0])]  # (1, 6, 2)
     words = model.A[0].weight.detach()
     first = words[4] * expected[0] + words[5] * expected[1] + model.T_A[0].weight[1].detach() * expected[3]
     torch.testing.assert_close(memory[0, 0], first)
     assert torch.all(memory[0, 2:] == 0)  # on a CPU only the real sentences are encoded: every read masks the rest
     # under vmap every slot is encoded: the real ones alike
-    everywhere = torch.vmap(lambda s, t: model.memories(s, s.ne(0).any(-1), t)[0][id(model.A[0])])(story, time)
+    everywhere = torch.vmap(lambda s, t: model._memories(s, s.ne(0).any(-1), t)[0][id(model.A[0])])(story, time)
     torch.testing.assert_close(everywhere[0, :2], memory[0, :2], rtol=0, atol=0)
     assert make_model(embed_dim=2, time_word=True, temporal=False).position.shape == (3, 2)  # no time, no word
     assert make_model(embed_dim=2).time_weight is None
@@ -132,7 +132,7 @@ def test_encode_weights_words_by_position_and_ignores_pad():
     words = torch.tensor([[4, 5, 0]])
     embed = model.A[0].weight.detach()
     expected = embed[4] * torch.tensor([4 / 3, 2 / 3]) + embed[5] * torch.tensor([1.0, 1.0])
-    torch.testing.assert_close(model.encode(model.A[0], words)[0], expected)
+    torch.testing.assert_close(model._encode(model.A[0], words)[0], expected)
     assert torch.all(embed[0] == 0)
 
 
@@ -160,13 +160,13 @@ def test_time_index_counts_back_from_the_most_recent_sentence():
     model = make_model(random_noise=0.5).eval()
     mask = torch.tensor([[True, True, True, False, False, False], [True] * 6])
     assert model.draws(mask.unsqueeze(-1).long()) == {}  # RN draws only while training
-    torch.testing.assert_close(model.time_index(mask, {})[0, :3], torch.tensor([2, 1, 0]))
-    torch.testing.assert_close(model.time_index(mask, {})[1], torch.tensor([5, 4, 3, 2, 1, 0]))
+    torch.testing.assert_close(model._time_index(mask, {})[0, :3], torch.tensor([2, 1, 0]))
+    torch.testing.assert_close(model._time_index(mask, {})[1], torch.tensor([5, 4, 3, 2, 1, 0]))
     torch.manual_seed(0)
     story = mask.repeat(200, 1).unsqueeze(-1).long()  # (400, 6, 1)
     drawn = model.train().draws(story)
     assert drawn["rn_blank"].shape == (400, 1) and drawn["rn_keys"].shape == (400, 6 + 3)  # ceil(6 * 0.5) extra
-    noisy = model.time_index(mask.repeat(200, 1), drawn)  # (400, 6)
+    noisy = model._time_index(mask.repeat(200, 1), drawn)  # (400, 6)
     short, full = noisy[0::2, :3], noisy[1::2]
     assert torch.all(short[:, :-1] > short[:, 1:]) and short.max() <= 4  # 3 sentences + <= 2 blanks
     assert (short != torch.tensor([2, 1, 0])).any(-1).float().mean() > 0.2  # RN moved some indices
@@ -202,8 +202,8 @@ def test_linear_start_skips_the_softmax(batch):
     model.linear_start = True
     real = batch["story"].ne(0).any(-1)  # (B, S)
     weights = run(model, batch).attention[0]
-    u = model.encode(model.B, batch["query"])  # (B, d)
-    m = model.encode(model.A[0], batch["story"]) + model.T_A[0](model.time_index(real, {}))  # (B, S, d)
+    u = model._encode(model.B, batch["query"])  # (B, d)
+    m = model._encode(model.A[0], batch["story"]) + model.T_A[0](model._time_index(real, {}))  # (B, S, d)
     expected = (m @ u.unsqueeze(-1)).squeeze(-1).masked_fill(~real, 0.0)  # Dot, no softmax
     torch.testing.assert_close(weights, expected)
     assert not torch.allclose(weights.sum(-1), torch.ones(8))
@@ -221,8 +221,8 @@ def test_empty_slots_take_the_scores_value_of_a_zero_key(batch):
     torch.manual_seed(0)
     model = make_model(hops=1, score=functools.partial(Additive)).eval()  # Additive: score(u, 0) is not 0
     real = batch["story"].ne(0).any(-1)  # (B, S)
-    u = model.encode(model.B, batch["query"]).unsqueeze(1)  # (B, 1, d)
-    m = model.encode(model.A[0], batch["story"]) + model.T_A[0](model.time_index(real, {}))  # (B, S, d)
+    u = model._encode(model.B, batch["query"]).unsqueeze(1)  # (B, 1, d)
+    m = model._encode(model.A[0], batch["story"]) + model.T_A[0](model._time_index(real, {}))  # (B, S, d)
     score = model.scores[0]
     nothing = score(u, torch.zeros_like(m[:, :1])).squeeze(1)  # (B, 1)
     assert nothing.abs().min() > 1e-3

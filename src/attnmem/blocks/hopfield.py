@@ -46,14 +46,6 @@ class HopfieldPooling(nn.Module):
         quantity: the learned state patterns, each pooling the set once.
         trainable: whether the state patterns learn.
         **hopfield: the arguments of `Hopfield` (hidden_size, num_heads, scaling, update_steps_max, …).
-
-    Shapes:
-        input: (B, S, input_size), or a tuple (stored (B, S, ·), projection (B, S, ·)).
-        state: (B, quantity, width of a state pattern), optional.
-        stored_pattern_padding_mask: bool (B, S), True = padding.
-
-    Returns:
-        pooled (B, quantity · output_size); with `return_association=True` also ξ (B, num_heads, quantity, S).
     """
 
     def __init__(self, input_size: int, *, quantity: int = 1, trainable: bool = True, **hopfield: Any) -> None:
@@ -77,7 +69,25 @@ class HopfieldPooling(nn.Module):
     def forward(self, input: Tensor | tuple[Tensor, Tensor], stored_pattern_padding_mask: Tensor | None = None,
                 association_mask: Tensor | None = None, *, state: Tensor | None = None,
                 return_association: bool = False) -> Tensor | tuple[Tensor, Tensor]:
-        """Pool the set: (B, quantity · output_size), and ξ with `return_association`."""
+        """Pool the set with the state patterns: the pooled set, and the association ξ with `return_association`.
+
+        Args:
+            input: the set, as stored patterns and pattern projection, or the tuple `(stored, projection)`.
+            stored_pattern_padding_mask: True on an element of the set that is padding, never pooled.
+            association_mask: True where a state pattern may not associate with an element (hflayers' meaning).
+            state: added to the learned state patterns (to condition the pooling on a question, say).
+            return_association: also return ξ.
+
+        Shapes:
+            - input: (B, S, input_size), or the tuple (stored (B, S, ·), projection (B, S, ·))
+            - stored_pattern_padding_mask: (B, S), bool
+            - association_mask: (quantity, S) or (B · num_heads, quantity, S), bool
+            - state: (B, quantity, width of a state pattern)
+            - pooled: (B, quantity · output_size); ξ: (B, num_heads, quantity, S)
+
+        Returns:
+            `pooled`, or `(pooled, ξ)` with `return_association`.
+        """
         stored, projection = input if isinstance(input, (tuple, list)) else (input, input)
         stored = _batched(stored, "HopfieldPooling", self.hopfield.batch_first)
         batch = stored.shape[0 if self.hopfield.batch_first else 1]
@@ -108,12 +118,6 @@ class HopfieldLayer(nn.Module):
         lookup_weights_as_separated: learn the projection (targets) apart from the stored patterns.
         lookup_targets_as_trainable: whether those targets learn.
         **hopfield: the arguments of `Hopfield`.
-
-    Shapes:
-        input: (B, L, input_size).
-
-    Returns:
-        output (B, L, output_size); with `return_association=True` also ξ (B, num_heads, L, quantity).
     """
 
     def __init__(self, input_size: int, *, quantity: int = 1, trainable: bool = True,
@@ -144,7 +148,23 @@ class HopfieldLayer(nn.Module):
     def forward(self, input: Tensor, stored_pattern_padding_mask: Tensor | None = None,
                 association_mask: Tensor | None = None, *,
                 return_association: bool = False) -> Tensor | tuple[Tensor, Tensor]:
-        """Look up: (B, L, output_size), and ξ with `return_association`."""
+        """Look up the learned stored patterns: the read-out, and the association ξ with `return_association`.
+
+        Args:
+            input: the state patterns.
+            stored_pattern_padding_mask: True on a learned stored pattern to leave out.
+            association_mask: True where a state pattern may not associate with a stored one (hflayers' meaning).
+            return_association: also return ξ.
+
+        Shapes:
+            - input: (B, L, input_size); (L, B, input_size) without `batch_first`
+            - stored_pattern_padding_mask: (B, quantity), bool
+            - association_mask: (L, quantity) or (B · num_heads, L, quantity), bool
+            - output: (B, L, output_size); ξ: (B, num_heads, L, quantity)
+
+        Returns:
+            `output`, or `(output, ξ)` with `return_association`.
+        """
         input = _batched(input, "HopfieldLayer", self.hopfield.batch_first)
         batch = input.shape[0 if self.hopfield.batch_first else 1]
         stored = self.lookup_weights.expand(batch, -1, -1)  # (B, K, D)

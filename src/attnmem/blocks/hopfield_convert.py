@@ -15,12 +15,17 @@ _LEARNED = ("pooling_weights", "lookup_weights", "target_weights")
 
 
 def from_hflayers_state_dict(state_dict: dict[str, Tensor], module: nn.Module) -> dict[str, Tensor]:
-    """The state dict of `module` (a `Hopfield`, `HopfieldPooling` or `HopfieldLayer` built with the same
-    arguments as the hflayers module) holding the hflayers module's weights; load it with `load_state_dict`.
+    """An hflayers module's weights as the state dict of `module`; load it with `load_state_dict`.
+
+    `module` is a `Hopfield`, `HopfieldPooling` or `HopfieldLayer` built with the same arguments as the hflayers
+    module.
 
     Args:
         state_dict: `hflayers.Hopfield(...).state_dict()` (or `HopfieldPooling`'s, `HopfieldLayer`'s).
         module: the attnmem layer to load them into.
+
+    Shapes:
+        - state_dict: hflayers' shapes; its learned patterns (1, Q, D) or (Q, 1, D) become (Q, D)
 
     Returns:
         a state dict with `module`'s keys.

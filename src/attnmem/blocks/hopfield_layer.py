@@ -49,13 +49,25 @@ class Hopfield(nn.Module):
         scaling: β; a float, or one per head (a sequence or tensor of `num_heads`); default 1/√hidden_size.
         update_steps_max: updates of ξ after the first retrieval (0: one retrieval; None: until converged).
         update_steps_eps: a head stops once ‖ξ_t − ξ_{t−1}‖ (its largest over the batch) is ≤ this.
-        normalize_stored_pattern, normalize_state_pattern, normalize_pattern_projection: LayerNorm of each
-            input (with `_affine`: learned gain and bias; `_eps`: the LayerNorm's eps).
-        normalize_hopfield_space: LayerNorm of the projected queries and keys of each head (`_affine`, `_eps`).
-        stored_pattern_as_static, state_pattern_as_static, pattern_projection_as_static: use that input as it
-            is (width `hidden_size`, or `pattern_size` for the projection), without a learned projection.
+        normalize_stored_pattern: LayerNorm of the stored patterns.
+        normalize_stored_pattern_affine: that LayerNorm with a learned gain and bias.
+        normalize_stored_pattern_eps: that LayerNorm's eps.
+        normalize_state_pattern: LayerNorm of the state patterns.
+        normalize_state_pattern_affine: that LayerNorm with a learned gain and bias.
+        normalize_state_pattern_eps: that LayerNorm's eps.
+        normalize_pattern_projection: LayerNorm of the pattern projection.
+        normalize_pattern_projection_affine: that LayerNorm with a learned gain and bias.
+        normalize_pattern_projection_eps: that LayerNorm's eps.
+        normalize_hopfield_space: LayerNorm of the projected queries and keys of each head.
+        normalize_hopfield_space_affine: that LayerNorm with a learned gain and bias.
+        normalize_hopfield_space_eps: that LayerNorm's eps.
+        stored_pattern_as_static: use the stored patterns as they are (width `hidden_size`), without a learned
+            projection.
+        state_pattern_as_static: the same for the state patterns.
+        pattern_projection_as_static: the same for the pattern projection (width `pattern_size`).
         pattern_projection_as_connected: project the pattern projection with the stored patterns' W_K first.
-        stored_pattern_size, pattern_projection_size: widths of those inputs; default `input_size`.
+        stored_pattern_size: width of the stored patterns; default `input_size`.
+        pattern_projection_size: width of the pattern projection; default `input_size`.
         batch_first: inputs and outputs are (B, T, D); else (T, B, D).
         association_activation: a torch function name (e.g. "tanh") applied to the output.
         dropout: dropout on ξ before it reads the projection.
@@ -66,13 +78,7 @@ class Hopfield(nn.Module):
         concat_bias_pattern: refused: `hflayers` creates its bias patterns but never uses them.
 
     Shapes:
-        input: one tensor (B, T, input_size) as stored, state and projection, or a tuple
-        (stored (B, S, stored_pattern_size), state (B, L, input_size), projection (B, S, pattern_projection_size)).
-        stored_pattern_padding_mask: bool (B, S), True = padding, never retrieved.
-        association_mask: bool (L, S) or (B · num_heads, L, S), True = may not associate (hflayers' meaning).
-
-    Returns:
-        output (B, L, output_size); with `return_association=True` also ξ (B, num_heads, L, S).
+        - scaling: (H,) when a tensor, one β per head
     """
 
     def __init__(self, input_size: int | None = None, *, hidden_size: int | None = None,
@@ -205,7 +211,25 @@ class Hopfield(nn.Module):
     def forward(self, input: Patterns, stored_pattern_padding_mask: Tensor | None = None,
                 association_mask: Tensor | None = None, *,
                 return_association: bool = False) -> Tensor | tuple[Tensor, Tensor]:
-        """Retrieve: the output (B, L, output_size), and ξ (B, num_heads, L, S) with `return_association`."""
+        """Retrieve from the stored patterns: the output, and the association ξ with `return_association`.
+
+        Args:
+            input: one tensor as stored patterns, state patterns and pattern projection, or the tuple
+                `(stored, state, projection)`.
+            stored_pattern_padding_mask: True on a stored pattern that is padding, never retrieved.
+            association_mask: True where a state pattern may not associate with a stored one (hflayers' meaning).
+            return_association: also return ξ.
+
+        Shapes:
+            - input: (B, T, input_size), or the tuple (stored (B, S, stored_pattern_size), state (B, L, input_size),
+              projection (B, S, pattern_projection_size)); (T, B, ·) each without `batch_first`
+            - stored_pattern_padding_mask: (B, S), bool
+            - association_mask: (L, S) or (B · num_heads, L, S), bool
+            - output: (B, L, output_size); ξ: (B, num_heads, L, S)
+
+        Returns:
+            `output`, or `(output, ξ)` with `return_association`.
+        """
         stored, state, projection = self._unpack(input)
         query, keys, values = self._project(stored, state, projection)  # (B,H,L,hd) (B,H,S,hd) (B,H,S,pd)
         keep = association_keep(query.shape, keys.shape[-2], stored_pattern_padding_mask, association_mask,

@@ -23,11 +23,23 @@ class DNC(nn.Module):
     The output y_t = W_y h_t + W_r [r^1_t; …; r^R_t] (one linear layer over [h_t; r_t]) gives logits.
     Content lookup D(k, M) is the `score` (cosine by default; the strength β comes from the interface
     vector). `masking`, `deallocation` and `link_sharpness` are Csordás & Schmidhuber's 2019 options.
-    `forward(x)` takes `x (B, T, input_size)` and returns the logits `y (B, T, output_size)`; with
-    `return_attention` also each step's weightings `(B, T, R + 1, N)` (the read heads', then the write head's).
-    `run(x)` gives the same as an `Output` (per-step weightings as `attention`), which the sequence family
-    trains through `attnmem.tasks.sequence_nets.DNCSequence`. `score` is a name ("cosine", ...), a score class
-    or a factory `score(query_dim=, key_dim=)`.
+    `forward(x)` returns the logits; `run(x)` gives the same as an `Output` (per-step weightings as
+    `attention`), which the sequence family trains through `attnmem.tasks.sequence_nets.DNCSequence`.
+
+    Args:
+        input_size: width of each step's input x_t.
+        output_size: width of each step's output y_t (logits).
+        score: content lookup D(k, M): a name ("cosine", ...), a score class or a factory
+            `score(query_dim=, key_dim=)`.
+        controller_size: width C of the LSTM controller's h_t.
+        memory_locations: N, the memory's rows.
+        memory_width: W, the width of a memory row.
+        read_heads: R.
+        masking: a key mask s = σ per head, D(k ∘ s, M ∘ s) (Csordás & Schmidhuber 2019).
+        deallocation: freed locations are erased, M_{t-1} ∘ ψ_t before the write (Csordás & Schmidhuber 2019).
+        link_sharpness: forward and backward weightings sharpened by strengths oneplus (Csordás & Schmidhuber
+            2019).
+        interface_clip: the interface vector ξ_t is clipped to ±this, against saturated gates.
     """
 
     def __init__(self, *, input_size: int, output_size: int, score: str | Callable[..., nn.Module] = "cosine",
@@ -46,20 +58,53 @@ class DNC(nn.Module):
         self.output_proj = nn.Linear(self.core.output_size, output_size)
 
     def forward(self, x: Tensor, *, return_attention: bool = False) -> Tensor | tuple[Tensor, Tensor]:
-        """Logits `y (B, T, output_size)` of `x (B, T, input_size)`; with `return_attention` also the weightings
-        `(B, T, R + 1, N)`."""
+        """Logits of a sequence.
+
+        Args:
+            x: the input sequence.
+            return_attention: also return each step's weightings (the read heads', then the write head's).
+
+        Shapes:
+            - x: (B, T, input_size)
+            - y: (B, T, output_size); weightings: (B, T, R + 1, N)
+
+        Returns:
+            `y`, or `(y, weightings)` with `return_attention`.
+        """
         out = self.run(x)
         return (out.pred, torch.stack(out.attention, 1)) if return_attention else out.pred
 
     def run(self, x: Tensor) -> Output:
-        """`Output(pred (B, T, output_size), attention: per step (B, R + 1, N))` of `x (B, T, input_size)`."""
+        """Logits and weightings of a sequence as an `Output`, as the sequence family trains it.
+
+        Args:
+            x: the input sequence.
+
+        Shapes:
+            - x: (B, T, input_size)
+            - pred: (B, T, output_size); attention: per step (B, R + 1, N)
+
+        Returns:
+            `Output(pred, attention)`: the logits and each step's weightings (read heads first).
+        """
         self._check_input(x)
         features, states = self.core(x)  # (B, T, C + R·W)
         return Output(pred=self.output_proj(features), attention=weightings(states))
 
     @torch.no_grad()
     def memory_trace(self, x: Tensor) -> dict[str, Tensor]:
-        """Usage `(B, T, N)` after each step of `x (B, T, input_size)` and the final link matrix `(B, N, N)`."""
+        """The memory's usage after each step of a sequence and its final temporal link matrix (no gradient).
+
+        Args:
+            x: the input sequence.
+
+        Shapes:
+            - x: (B, T, input_size)
+            - usage: (B, T, N); link: (B, N, N)
+
+        Returns:
+            `{"usage": usage, "link": link}`.
+        """
         self._check_input(x)
         _, states = self.core(x)
         return {"usage": torch.stack([s.memory.usage for s in states], 1), "link": states[-1].memory.link}

@@ -13,16 +13,10 @@ from attnmem.attention.scores import score_factory
 from attnmem.blocks.embedding import lookup
 from attnmem.blocks.output import Output
 from attnmem.blocks.position_encoding import bag_of_words, position_encoding
-from attnmem.blocks.recency import recency
-from attnmem.models.memn2n_options import check_options
+from attnmem.blocks.recency import noisy_recency, recency
+from attnmem.models.memn2n_options import check_options, output_words
 
 __all__ = ["MemN2N"]
-
-def _output_words(answers: Sequence[int], vocab_size: int, vocabulary: bool) -> Tensor:
-    """The rows of C^K that Wᵀ takes: the answers' words, then (a softmax over the vocabulary) every other word."""
-    taken = set(answers)
-    others = [w for w in range(vocab_size) if w not in taken] if vocabulary else []
-    return torch.tensor([*answers, *others], dtype=torch.long)
 
 
 class MemN2N(nn.Module):
@@ -32,48 +26,57 @@ class MemN2N(nn.Module):
     c_i = Σ_j l_j ∘ C x_ij + T_C(i), weights p = softmax(score(u, m)) (eq. 1), read o = Σ_i p_i c_i
     (eq. 2); hops stack with u^{k+1} = u^k + o^k (eq. 4, or H u^k + o^k with layer-wise tying);
     the answer is â = softmax(W u^{K+1}) (eqs. 3, 5; the softmax is left to the loss).
-    The question is u^1 = Σ_j l_j ∘ B q_j.
+    The question is u^1 = Σ_j l_j ∘ B q_j. Linear start (LS, §4.2): with `linear_start = True` the weights are
+    the raw masked scores (no softmax); the `LinearStart` callback toggles it. Embeddings and W, H are drawn from
+    N(0, init_std²); word id 0 embeds to zero.
 
-    - `encoding`: "position" is PE (§4.1) with one global sentence length J, as in the reference
-      code; "bow" sets l_j = 1.
-    - `temporal`: temporal encoding (§4.1); rows of T_A / T_C are indexed by recency (0 = most
-      recent). `random_noise` (RN, §4.1) spreads the indices over ~10% extra empty slots while
-      training, as the reference code's `randomize_time` does.
-    - `time_word`: the reference code's form of temporal encoding, where the time index is one more word of each
-      sentence: J counts it (J = sentence_len + 1) and T(i) is weighted by the last position's l_J.
-    - `tying` (§2.2): "adjacent" has A^{k+1} = C^k and B = A^1 (T_A/T_C tied the same way);
-      "layerwise" shares A, C (and T_A, T_C) over hops and adds the linear map H.
-      With `answer_words` (each answer class's word id, from the data) adjacent tying also sets
-      Wᵀ = C^K on those rows, as the paper and reference code do; otherwise, and with layer-wise
-      tying, W is a separate d -> num_answers map.
-    - `answer_softmax`: "answers" normalises â over the answer classes; "vocabulary" over every word (and, with
-      `time_word`, every time word), as the paper's V × d matrix W and the reference code do (needs Wᵀ = C^K
-      through `answer_words`). `pred` then has the answer classes first and the other words after them, so
-      its argmax is wrong whenever a non-answer word wins.
-    - `empty_memories`: "attend" (the reference code's behaviour) keeps the memory's empty slots,
-      up to `memory_size`, in the softmax as zero vectors: a "nothing" option whose weight grows with
-      the free space; "mask" gives them weight 0. On bAbI 1k "attend" generalised far better
-      (task 6, seed 0: 8% validation error vs 24%).
-    - `nil_gradient`: the reference code's nil (pad) word takes gradient like any word: at the pads of every
-      sentence and question up to J's words, and at every position of each empty memory slot ("attend"). Its row
-      stays zero (the task zeroes its gradient in `after_clipping`, as the reference code resets it after each
-      update: Memory.m, train.m), so only per-weight clipping changes: the reference code's Weight.m measures each
-      table's gradient with the nil row in it. False: the pad word takes no gradient (`padding_idx`).
-    - Linear start (LS, §4.2): with `linear_start = True` the weights are the raw masked scores
-      (no softmax); the `LinearStart` callback toggles it.
+    `forward(story, query)` takes word ids and returns the answer logits. Time is each sentence's recency,
+    computed from the story (no time input); the answer candidates are fixed at construction (`num_answers`,
+    `answer_words`). The qa family trains it through `attnmem.tasks.qa_nets.MemN2NQA`, whose batch also carries
+    RN's numbers drawn per replica (`rn_blank`, `rn_keys`: `draws`) and, for folded replicas, each row's replica
+    (`replica`); `answer` and `task` are the loss's and the metrics'.
 
-    `score(query_dim=d, key_dim=d)` is called once per hop; the paper's is `Dot`. Embeddings and
-    W, H are drawn from N(0, init_std²) (the reference code's 0.1); word id 0 embeds to zero. With
-    `embeddings (V, d)` (pretrained vectors from the data, `data.source.embeddings`) every A^k, C^k and B
-    starts from them where a word has a vector (the rest stay random) and is trained from there.
+    Args:
+        vocab_size: V, the words (id 0 is the pad, nil, word).
+        num_answers: the answer classes.
+        memory_size: the most sentences a story holds (the memory's slots; the rows of T_A, T_C).
+        sentence_len: the most words of a sentence or question, J (with `time_word`, J = sentence_len + 1).
+        score: `score(query_dim=d, key_dim=d)`, called once per hop; the paper's is `Dot`. A name ("dot", ...),
+            a score class or a factory.
+        embed_dim: d.
+        hops: K.
+        encoding: "position" is PE (§4.1) with one global sentence length J, as in the reference code; "bow"
+            sets l_j = 1.
+        temporal: temporal encoding (§4.1); rows of T_A / T_C are indexed by recency (0 = most recent).
+        time_word: the reference code's form of temporal encoding, where the time index is one more word of each
+            sentence: J counts it (J = sentence_len + 1) and T(i) is weighted by the last position's l_J.
+        answer_softmax: "answers" normalises â over the answer classes; "vocabulary" over every word (and, with
+            `time_word`, every time word), as the paper's V × d matrix W and the reference code do (needs
+            Wᵀ = C^K through `answer_words`). `pred` then has the answer classes first and the other words after
+            them, so its argmax is wrong whenever a non-answer word wins.
+        tying: (§2.2) "adjacent" has A^{k+1} = C^k and B = A^1 (T_A/T_C tied the same way); "layerwise" shares
+            A, C (and T_A, T_C) over hops and adds the linear map H.
+        random_noise: RN (§4.1) spreads the time indices over this fraction (~10%) of extra empty slots while
+            training, as the reference code's `randomize_time` does; 0 turns it off.
+        init_std: the standard deviation of the initial embeddings and W, H (the reference code's 0.1).
+        answer_words: each answer class's word id, from the data; with it adjacent tying also sets Wᵀ = C^K on
+            those rows, as the paper and reference code do; otherwise, and with layer-wise tying, W is a separate
+            d -> num_answers map.
+        empty_memories: "attend" (the reference code's behaviour) keeps the memory's empty slots, up to
+            `memory_size`, in the softmax as zero vectors: a "nothing" option whose weight grows with the free
+            space; "mask" gives them weight 0. On bAbI 1k "attend" generalised far better (task 6, seed 0: 8%
+            validation error vs 24%).
+        embeddings: pretrained vectors from the data (`data.source.embeddings`): every A^k, C^k and B starts
+            from them where a word has a vector (a non-zero row; the rest stay random) and is trained from there.
+        nil_gradient: the reference code's nil (pad) word takes gradient like any word: at the pads of every
+            sentence and question up to J's words, and at every position of each empty memory slot ("attend").
+            Its row stays zero (the task zeroes its gradient in `after_clipping`, as the reference code resets it
+            after each update: Memory.m, train.m), so only per-weight clipping changes: the reference code's
+            Weight.m measures each table's gradient with the nil row in it. False: the pad word takes no gradient
+            (`padding_idx`).
 
-    `forward(story, query)` takes word ids `story (B, S, L)` (S sentences, left-aligned; 0 pads, an all-pad
-    sentence is an empty slot) and `query (B, L)` and returns the answer logits; with `return_attention` also
-    the weights `(B, hops, S)`. Time is each sentence's recency, computed from the story (no time input); the
-    answer candidates are fixed at construction (`num_answers`, `answer_words`). The qa family trains it through
-    `attnmem.tasks.qa_nets.MemN2NQA`, whose batch also carries RN's numbers drawn per replica (`rn_blank`,
-    `rn_keys`: `draws`) and, for folded replicas, each row's replica (`replica`); `answer` and `task` are the
-    loss's and the metrics'.
+    Shapes:
+        - embeddings: (V, d)
     """
 
     def __init__(
@@ -133,7 +136,7 @@ class MemN2N(nn.Module):
         tie_answers = tying == "adjacent" and answer_words is not None
         self.W = None if tie_answers else nn.Linear(d, num_answers, bias=False)
         self.vocabulary_softmax = answer_softmax == "vocabulary"
-        words = _output_words(answer_words if tie_answers else [], vocab_size, self.vocabulary_softmax)
+        words = output_words(answer_words if tie_answers else [], vocab_size, self.vocabulary_softmax)
         self.register_buffer("output_words", words, persistent=False)
 
     def _register_encoding(self, encoding: str, sentence_len: int, d: int, *, time_word: bool) -> None:
@@ -155,28 +158,43 @@ class MemN2N(nn.Module):
                 embed.weight[0].zero_()  # the pad word adds nothing to a sentence
 
     def weight_matrices(self) -> list[list[nn.Parameter]]:
-        """Each distinct embedding with its time table, one matrix [E; T] as the reference code's lookup table of
-        words and time words (for `task.clip_per_weight`)."""
+        """The weights per-weight clipping measures together (`task.clip_per_weight`).
+
+        Returns:
+            Each distinct embedding with its time table, one matrix [E; T] as the reference code's lookup table of
+            words and time words.
+        """
         none = [None] * self.hops
         groups: dict[int, list[nn.Parameter]] = {}
         for embed, table in (*zip(self.A, self.T_A or none), *zip(self.C, self.T_C or none)):
             groups.setdefault(id(embed), [embed.weight] + ([] if table is None else [table.weight]))
         return list(groups.values())
 
-    def encode(self, embed: nn.Embedding, words: Tensor, nil: Tensor | None = None) -> Tensor:
+    def _encode(self, embed: nn.Embedding, words: Tensor, nil: Tensor | None = None) -> Tensor:
         """Embed `words (..., L)` and sum over positions weighted by l_j: (..., d); with `nil (B,)` (`nil_gradient`)
         the nil words that pad the question to J's words too."""
         encoded = bag_of_words(embed.weight, words, self.position, owner="MemN2N", padding_idx=self.pad)  # (..., d)
-        return encoded + self.nil_words(embed.weight, words.shape[-1], self.sentence_len, self.position, nil)
+        return encoded + self._nil_words(embed.weight, words.shape[-1], self.sentence_len, self.position, nil)
 
     @staticmethod
-    def nil_words(weight: Tensor, first: int, last: int, encoding: Tensor, nil: Tensor | None) -> Tensor | float:
+    def _nil_words(weight: Tensor, first: int, last: int, encoding: Tensor, nil: Tensor | None) -> Tensor | float:
         """Σ_j l_j ∘ E x_j over positions `first` .. `last`-1 of `encoding (J, d)` that all hold the nil word, row
         `nil (B,)` of `weight (V, d)`: (B, d), zero in value (the row is zero), the nil row's gradient; 0 without."""
         return 0.0 if nil is None else encoding[first:last].sum(0) * weight[nil]  # (B, d)
 
     def draws(self, story: Tensor) -> dict[str, Tensor]:
-        """The uniform numbers RN draws for `story (B, S, L)` while training (none otherwise), by name."""
+        """The uniform numbers RN draws for a story while training (none otherwise).
+
+        Args:
+            story: the story's word ids (only its shape and device count).
+
+        Shapes:
+            - story: (B, S, L)
+            - rn_blank: (B, 1); rn_keys: (B, S + ceil(S · random_noise))
+
+        Returns:
+            `{"rn_blank": ..., "rn_keys": ...}`, or `{}` when RN is off or the model is not training.
+        """
         if not (self.training and self.temporal and self.random_noise > 0):
             return {}
         b, s = story.shape[:2]
@@ -184,22 +202,11 @@ class MemN2N(nn.Module):
         blank = torch.rand(b, 1, device=story.device)  # (B, 1), drawn first as before
         return {"rn_blank": blank, "rn_keys": torch.rand(b, s + most, device=story.device)}  # (B, S + most)
 
-    def time_index(self, slot_mask: Tensor, drawn: dict[str, Tensor]) -> Tensor:
-        """Recency of each slot, 0 = most recent, from `slot_mask (B, S)` (slots left-aligned): (B, S); with RN's
-        `drawn` numbers (`draws`), spread over extra empty slots."""
-        if not drawn:
-            return recency(slot_mask)  # (B, S)
-        s = slot_mask.shape[-1]
-        n = slot_mask.sum(-1, keepdim=True)  # (B, 1) real sentences
-        slots = torch.arange(s, device=slot_mask.device)  # (S,)
-        # RN: n distinct indices drawn from 0 .. n+blank-1, blank ~ U{0..ceil(n·rn)}, oldest highest
-        blank = (drawn["rn_blank"] * (torch.ceil(n * self.random_noise) + 1)).long()  # (B, 1)
-        span = torch.arange(drawn["rn_keys"].shape[-1], device=slot_mask.device)  # (S + most,)
-        keys = drawn["rn_keys"].masked_fill(span >= n + blank, math.inf)  # (B, S + most)
-        picks = keys.argsort(-1)[:, :s].masked_fill(slots >= n, -1)  # (B, S) a random n-subset first
-        return picks.sort(-1, descending=True).values.clamp(0, self.memory_size - 1)
+    def _time_index(self, slot_mask: Tensor, drawn: dict[str, Tensor]) -> Tensor:
+        """Recency of each slot (B, S), spread by RN's `drawn` numbers (`draws`) over extra empty slots."""
+        return noisy_recency(slot_mask, drawn, self.random_noise, self.memory_size) if drawn else recency(slot_mask)
 
-    def address(self, score: nn.Module, u: Tensor, m: Tensor, c: Tensor, empty: Tensor, empty_log: Tensor | None,
+    def _address(self, score: nn.Module, u: Tensor, m: Tensor, c: Tensor, empty: Tensor, empty_log: Tensor | None,
                 linear: bool, nil: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
         """Read `o (B, 1, d)` from memories `m`, `c (B, S, d)` for `u (B, 1, d)` with `score`; weights (B, 1, S).
 
@@ -238,7 +245,7 @@ class MemN2N(nn.Module):
     def linear_start(self, value: bool) -> None:
         self.linear.fill_(value)
 
-    def memories(self, story: Tensor, slot_mask: Tensor, time: Tensor | None,
+    def _memories(self, story: Tensor, slot_mask: Tensor, time: Tensor | None,
                  nil: Tensor | None = None) -> tuple[dict[int, Tensor], dict[int, Tensor]]:
         """Each distinct embedding's memory of `story (B, S, L)`, Σ_j l_j ∘ E x_ij + T(i): (B, S, d), keyed by id(E);
         with `nil (B,)` (`nil_gradient`) the sentences' nil words up to J's words too, and an empty slot's memory
@@ -267,15 +274,29 @@ class MemN2N(nn.Module):
             encoded = encoded.new_zeros(*story.shape[:2], k * d).index_put(real, encoded)  # (B, S, K·d)
         if nil is None:
             return dict(zip(distinct, encoded.split(d, dim=-1))), {}  # (B, S, d) each
-        encoded = encoded + self.nil_words(weight, story.shape[-1], self.sentence_len, position, nil).unsqueeze(1)
-        nothing = self.nil_words(weight, 0, len(position), position, nil).unsqueeze(1)  # (B, 1, K·d)
+        encoded = encoded + self._nil_words(weight, story.shape[-1], self.sentence_len, position, nil).unsqueeze(1)
+        nothing = self._nil_words(weight, 0, len(position), position, nil).unsqueeze(1)  # (B, 1, K·d)
         return dict(zip(distinct, encoded.split(d, dim=-1))), dict(zip(distinct, nothing.split(d, dim=-1)))
 
     def forward(self, story: Tensor, query: Tensor, *,
                 return_attention: bool = False) -> Tensor | tuple[Tensor, Tensor]:
-        """Answer logits `(B, num_answers)` for `story (B, S, L)` and `query (B, L)` word ids (0 pads; a sentence of
-        only pads is an empty slot); with `return_attention` also each hop's weights over the sentences
-        `(B, hops, S)`. While training, RN (`random_noise`) draws its numbers here (`draws`)."""
+        """Answer logits for a story and a question. While training, RN (`random_noise`) draws its numbers here
+        (`draws`).
+
+        Args:
+            story: word ids of S sentences, left-aligned; 0 pads, and a sentence of only pads is an empty slot.
+            query: word ids of the question; 0 pads.
+            return_attention: also return each hop's weights over the sentences.
+
+        Shapes:
+            - story: (B, S, L)
+            - query: (B, L)
+            - logits: (B, num_answers) ("vocabulary": (B, V), (B, V + memory_size) with `time_word`);
+              weights: (B, hops, S)
+
+        Returns:
+            `logits`, or `(logits, weights)` with `return_attention`.
+        """
         if story.dim() != 3 or query.dim() != 2 or story.shape[0] != query.shape[0]:
             raise ValueError(f"MemN2N expects story (B, S, L) and query (B, L) word ids, got story of shape "
                              f"{tuple(story.shape)} and query of shape {tuple(query.shape)}")
@@ -293,11 +314,11 @@ class MemN2N(nn.Module):
             replica = rows if rows is not None else torch.zeros_like(query[:, 0], dtype=torch.long)  # (B,)
             nil = replica * self.A[0].num_embeddings  # (B,)
         slot_mask = story.ne(0 if nil is None else nil.view(-1, 1, 1)).any(-1)  # (B, S) True for a real sentence
-        time = self.time_index(slot_mask, drawn) if self.temporal else None
+        time = self._time_index(slot_mask, drawn) if self.temporal else None
         if time is not None and rows is not None:
             time = time + self.memory_size * rows.unsqueeze(-1)  # (B, S) in replica r's rows of the time tables
-        u = self.encode(self.B, query, nil).unsqueeze(1)  # (B, 1, d)
-        memories, nothing = self.memories(story, slot_mask, time, nil)  # (B, S, d) each; (B, 1, d) each
+        u = self._encode(self.B, query, nil).unsqueeze(1)  # (B, 1, d)
+        memories, nothing = self._memories(story, slot_mask, time, nil)  # (B, S, d) each; (B, 1, d) each
         mask, linear = slot_mask.unsqueeze(1), self.linear_start  # (B, 1, S)
         empty, empty_log = ~mask, None  # the log of the empty slots' count (0 = -inf); "mask" leaves them out
         if self.empty_memories == "attend":
@@ -306,13 +327,13 @@ class MemN2N(nn.Module):
         for score, embed_a, embed_c in zip(self.scores, self.A, self.C):  # hop k: A^k, C^k
             m, c = memories[id(embed_a)], memories[id(embed_c)]  # (B, S, d) each
             empty_slot = (nothing[id(embed_a)], nothing[id(embed_c)]) if nothing else None
-            o, weights = self.address(score, u, m, c, empty, empty_log, linear, empty_slot)
+            o, weights = self._address(score, u, m, c, empty, empty_log, linear, empty_slot)
             u = (u if self.H is None else self.H(u)) + o  # (B, 1, d)
             attention.append(weights.squeeze(1))  # (B, S)
-        pred = self.tied_answers(u.squeeze(1), rows) if self.W is None else self.W(u.squeeze(1))
+        pred = self._tied_answers(u.squeeze(1), rows) if self.W is None else self.W(u.squeeze(1))
         return Output(pred=pred, attention=attention)  # (B, num_answers)
 
-    def tied_answers(self, u: Tensor, rows: Tensor | None) -> Tensor:
+    def _tied_answers(self, u: Tensor, rows: Tensor | None) -> Tensor:
         """Logits `u (B, d)` Wᵀ with Wᵀ = C^K's answer rows: (B, A); "vocabulary": (B, V), (B, V + S) with the time
         words. Folded replicas (`rows`, `fold`): each replica's rows by its own C^K."""
         if rows is not None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import torch
 from torch import Tensor
 
 from attnmem.blocks.checks import check_sizes
 from attnmem.core.errors import UserError
 
-__all__ = ["check_options"]
+__all__ = ["check_options", "output_words"]
 
 ENCODINGS = ("position", "bow")
 TYINGS = ("adjacent", "layerwise")
@@ -53,3 +54,10 @@ def check_options(
         raise ValueError(f"MemN2N: random_noise must be in [0, 1), got {random_noise}")
     if init_std < 0:
         raise ValueError(f"MemN2N: init_std must be >= 0, got {init_std}")
+
+
+def output_words(answers: Sequence[int], vocab_size: int, vocabulary: bool) -> Tensor:
+    """The rows of C^K that Wᵀ takes: the answers' words, then (a softmax over the vocabulary) every other word."""
+    taken = set(answers)
+    others = [w for w in range(vocab_size) if w not in taken] if vocabulary else []
+    return torch.tensor([*answers, *others], dtype=torch.long)

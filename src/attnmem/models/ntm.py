@@ -101,14 +101,25 @@ class NTM(nn.Module):
     Memory init (`memory_init`, after Collier & Beel 2018, "Implementing Neural Turing Machines"):
     "constant" 1e-6 everywhere (their best), "learned" a parameter, "random" a fixed draw from
     N(0, 0.5²). Initial weightings are one-hot on location 0; initial reads are read with them.
-    `forward(x)` takes `x (B, T, input_size)` and returns the logits `y (B, T, output_size)` and the
-    `NTMState` after the last step, from which a next call continues; with `return_attention` also each
-    step's weightings `(B, T, R + W, N)` (read heads first). `run_chunk` runs a piece of a sequence from a given
-    state as an `Output`, for truncated BPTT (`task.tbptt_steps`); the sequence family trains it through
-    `attnmem.tasks.sequence_nets.NTMSequence`. `score` is a name ("cosine", "dot", ...), a score class or a
-    factory `score(query_dim=, key_dim=)`. With cosine addressing (the default) it runs the fused loop of
-    `models/ntm_sequence.py`, the same maths with a backward through time derived by hand; other scores run
-    `step` in a loop under autograd.
+    `forward(x)` returns the logits and the `NTMState` after the last step, from which a next call continues.
+    `run_chunk` runs a piece of a sequence from a given state as an `Output`, for truncated BPTT
+    (`task.tbptt_steps`); the sequence family trains it through `attnmem.tasks.sequence_nets.NTMSequence`.
+    With cosine addressing (the default) it runs the fused loop of `models/ntm_sequence.py`, the same maths with
+    a backward through time derived by hand; other scores run `step` in a loop under autograd.
+
+    Args:
+        input_size: width I of each step's input.
+        output_size: width O of each step's output (logits).
+        score: content addressing K[k, M_i]: a name ("cosine", "dot", ...), a score class or a factory
+            `score(query_dim=, key_dim=)`.
+        controller: "lstm" or "feedforward".
+        controller_size: width C of the controller's output h.
+        memory_locations: N, the memory's rows.
+        memory_width: M, the width of a memory row.
+        read_heads: R.
+        write_heads: W.
+        shift_range: the largest location shift k of the shift weights (2k + 1 offsets -k..k).
+        memory_init: "constant", "learned" or "random" (above).
     """
 
     def __init__(
@@ -156,7 +167,22 @@ class NTM(nn.Module):
 
     @in_float32  # β and the sharpening power γ amplify 16-bit rounding, and the weightings recur every step
     def address(self, params: Tensor, memory: Tensor, previous: Tensor) -> Tensor:
-        """Weightings (B, H, N) of all heads from their `params (B, H, head_size)` (§3.3, Figure 2)."""
+        """Weightings of all heads from their parameters (§3.3, Figure 2; eqs. 5-9).
+
+        Args:
+            params: each head's k, β, g, s and γ before their activations, side by side (`head_size`).
+            memory: M_{t-1}, the memory the heads address.
+            previous: w_{t-1}, the heads' previous weightings.
+
+        Shapes:
+            - params: (B, H, head_size), H = R + W heads
+            - memory: (B, N, M)
+            - previous: (B, H, N)
+            - weightings: (B, H, N)
+
+        Returns:
+            w_t, the new weightings.
+        """
         m = self.memory_width
         key, beta, gate, shifts, gamma = params.split([m, 1, 1, len(self.offsets), 1], dim=-1)
         weights = content_weights(self.similarity(key, memory), F.softplus(beta))
@@ -165,7 +191,18 @@ class NTM(nn.Module):
         return sharpen(weights, 1 + F.softplus(gamma))
 
     def step(self, x_gates: Tensor, state: NTMState) -> NTMState:
-        """One time step from the input's gate projection `x_gates (B, G)`: the new state."""
+        """One time step: controller, addressing, reads from M_{t-1}, then the writes.
+
+        Args:
+            x_gates: the step's input through `input_proj` (the controller's gate projection).
+            state: the state after the previous step.
+
+        Shapes:
+            - x_gates: (B, G), G = 4C with the LSTM, C feed-forward
+
+        Returns:
+            The state after this step.
+        """
         h, c, memory = state.hidden, state.cell, state.memory
         b = h.shape[0]
         if self.lstm:
@@ -186,7 +223,14 @@ class NTM(nn.Module):
         return NTMState(hidden=h, cell=c, reads=reads, weightings=weights, memory=memory)
 
     def initial_state(self, batch_size: int) -> NTMState:
-        """Zero controller state, one-hot weightings, the initial memory and its reads."""
+        """The state before the first step: zero controller state, one-hot weightings, the initial memory, its reads.
+
+        Args:
+            batch_size: B.
+
+        Returns:
+            The initial `NTMState`, batched.
+        """
         memory = self.initial_memory.expand(batch_size, -1, -1)  # (B, N, M)
         weights = self.initial_weights.expand(batch_size, -1, -1)  # (B, R + W, N)
         h = memory.new_zeros(batch_size, self.controller_size)
@@ -195,16 +239,40 @@ class NTM(nn.Module):
 
     def forward(self, x: Tensor, state: NTMState | None = None, *,
                 return_attention: bool = False) -> tuple[Tensor, NTMState] | tuple[Tensor, NTMState, Tensor]:
-        """Logits `y (B, T, output_size)` of `x (B, T, input_size)` from `state` (default: `initial_state`), the
-        state after the last step and, with `return_attention`, each step's weightings `(B, T, R + W, N)`."""
+        """Logits of a sequence, run from `state`, and the state after its last step.
+
+        Args:
+            x: the input sequence.
+            state: where to start; default `initial_state`.
+            return_attention: also return each step's weightings (read heads first).
+
+        Shapes:
+            - x: (B, T, input_size)
+            - y: (B, T, output_size); weightings: (B, T, R + W, N)
+
+        Returns:
+            `(y, state)`, or `(y, state, weightings)` with `return_attention`.
+        """
         if x.dim() != 3 or x.shape[-1] != self.input_size:
             raise ValueError(f"NTM expects x of shape (B, T, input_size={self.input_size}), got {tuple(x.shape)}")
         y, weights, state = self._sequence(x, self.initial_state(x.shape[0]) if state is None else state)
         return (y, state, weights) if return_attention else (y, state)
 
     def run_chunk(self, x: Tensor, state: NTMState) -> tuple[Output, NTMState]:
-        """Logits and weightings of `x (B, T, I)` from `state` as an `Output`, and the state after the last step
-        (truncated BPTT: `tasks/tbptt.py`)."""
+        """A piece of a sequence run from `state`, for truncated BPTT (`tasks/tbptt.py`).
+
+        Args:
+            x: the piece of the input sequence.
+            state: the state after the previous piece (or `initial_state`).
+
+        Shapes:
+            - x: (B, T, input_size)
+            - pred: (B, T, output_size); attention: per step (B, R + W, N)
+
+        Returns:
+            `(Output(pred, attention), state)`: the logits and each step's weightings, and the state after the
+            last step.
+        """
         y, weights, state = self._sequence(x, state)
         return Output(pred=y, attention=list(weights.unbind(1))), state
 

@@ -28,7 +28,7 @@ class MemN2NQA(nn.Module):
     families: ClassVar[tuple[str, ...]] = ("qa",)
     tensor_model: ClassVar[type[nn.Module]] = MemN2N
     replicas_batched: ClassVar[bool] = True  # replicas=R in one batched step (`fold`, else vmap); RN's from `draws`
-    # replicas' batches padded to one shape: more empty slots, and RN keys past every slot they pick from (`time_index`)
+    # replicas' batches padded to one shape: more empty slots, and RN keys past every slot `noisy_recency` picks from
     replica_pads: ClassVar[dict[str, float]] = {"story": 0, "rn_keys": 1.0}
     __signature__ = constructor_of(MemN2N)
 
