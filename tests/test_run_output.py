@@ -62,7 +62,7 @@ def test_the_config_prints_collapsed_unless_asked(compose_cfg, capsys):
     collapsed = capsys.readouterr().out.splitlines()
     assert 8 <= len(collapsed) <= 16, collapsed
     assert (
-        "  model: memn2n (MemN2N): embed_dim=20 hops=3 encoding=position temporal=True tying=adjacent "
+        "  model: memn2n (MemN2NQA): embed_dim=20 hops=3 encoding=position temporal=True tying=adjacent "
         "random_noise=0.1 …" in collapsed
     )
     assert any(line.startswith("  data: babi_gen (QADataModule): tasks=[1]") for line in collapsed)

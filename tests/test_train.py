@@ -50,7 +50,7 @@ def test_compose_through_pkg_with_a_user_experiment_on_the_search_path(tmp_path)
         cfg = compose("train", overrides=[f"hydra.searchpath=[file://{mine}]", "experiment=my_exp"])
     GlobalHydra.instance().clear()
     assert cfg.name == "my_exp" and cfg.optimizer.lr == 0.02
-    assert cfg.model._target_ == "attnmem.models.memn2n.MemN2N" and cfg.model.hops == 1 and cfg.model.embed_dim == 8
+    assert cfg.model._target_ == "attnmem.tasks.qa_nets.MemN2NQA" and cfg.model.hops == 1 and cfg.model.embed_dim == 8
     assert cfg.data.source._target_.endswith("BabiGenerator")  # memn2n's natural data, from attnmem's configs
 
 
@@ -58,7 +58,7 @@ def test_python_m_attnmem_train_composes_in_any_directory_with_a_user_folder(tmp
     user_conf(tmp_path / "my_conf")
     done = python_m(tmp_path, "attnmem.train", "hydra.searchpath=[file://my_conf]", "experiment=my_exp", "--cfg", "job")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "name: my_exp" in done.stdout and "_target_: attnmem.models.memn2n.MemN2N" in done.stdout
+    assert "name: my_exp" in done.stdout and "_target_: attnmem.tasks.qa_nets.MemN2NQA" in done.stdout
     assert not (tmp_path / "outputs").exists()  # --cfg job runs nothing
 
 
