@@ -49,6 +49,7 @@ def test_an_option_only_a_missing_plugin_brings_names_the_extra():
 def test_logger_wandb_without_wandb_is_one_line(compose_cfg, monkeypatch, capsys):
     cfg = compose_cfg(*FAST, "logger=wandb", "debug=fdr", "print_config=none")
     monkeypatch.setitem(sys.modules, "wandb", None)  # `import wandb` raises ModuleNotFoundError, as when missing
+    monkeypatch.setenv("WANDB_MODE", "offline")  # a local mode, as an earlier test may leave it, changes nothing
     with pytest.raises(SystemExit) as info:
         cli.guarded(cfg, "train")
     err = capsys.readouterr().err.strip().splitlines()

@@ -39,7 +39,11 @@ def continue_run(cfg: DictConfig, ckpt_path: str | None) -> None:
 def choose_mode(cfg: DictConfig) -> None:
     """Log W&B offline when online would fail: without a key, or (with one note) when its host does not answer."""
     wandb_cfg = (cfg.get("logger") or {}).get("wandb")
-    if not wandb_cfg or wandb_cfg.get("offline") or wandb_cfg.get("mode") in LOCAL_MODES:
+    if not wandb_cfg:
+        return
+    import wandb  # noqa: F401  (a missing wandb stops here, in one line, whatever the mode: Lightning may not import it)
+
+    if wandb_cfg.get("offline") or wandb_cfg.get("mode") in LOCAL_MODES:
         return
     if os.environ.get("WANDB_MODE") in LOCAL_MODES:
         return
