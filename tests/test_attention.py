@@ -104,18 +104,22 @@ def test_masked_weights_are_exactly_zero_and_rows_sum_to_one(score_cls):
     assert weights[1].eq(0).all() and context[1].eq(0).all()
 
 
+@pytest.mark.parametrize("need_weights", [True, False])
 @pytest.mark.parametrize("score_cls", [Dot, ScaledDot, Bilinear, Additive, Cosine])
-def test_gradients_are_finite_even_with_fully_masked_rows(score_cls):
+def test_gradients_are_finite_even_with_fully_masked_rows(score_cls, need_weights):
     torch.manual_seed(0)
     q = torch.randn(2, 3, 4, requires_grad=True)
     k, v = torch.randn(2, 6, 4, requires_grad=True), torch.randn(2, 6, 4, requires_grad=True)
     mask = torch.rand(2, 3, 6) > 0.5
     mask[0, 0] = False
     score = score_cls(4, 4)
-    context, _ = attend(q, k, v, score, mask=mask)
-    context.sum().backward()
+    context, weights = attend(q, k, v, score, attn_mask=mask, need_weights=need_weights)
+    loss = context.sum() + (weights.square().sum() if need_weights else 0)
+    loss.backward()
+    assert context[0, 0].eq(0).all()
     for t in [q, k, v, *score.parameters()]:
         assert torch.isfinite(t.grad).all()
+    assert q.grad[0, 0].eq(0).all()  # the query with nothing to attend takes no part
 
 
 @pytest.mark.parametrize("with_mask", [False, True])

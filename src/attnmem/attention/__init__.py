@@ -83,13 +83,16 @@ def attend(
     scores = score(query, keys)  # (B, Tq, Tk)
     if keep is None:
         weights = softmax(scores)
-    else:
-        keep = keep.expand_as(scores)
-        scores = scores.masked_fill(~keep, float("-inf"))
-        # a fully masked row would be NaN after softmax: give it zeros instead
-        weights = softmax(scores).masked_fill(~keep, 0.0)
-    context = weights @ values  # (B, Tq, Dv)
-    return context, weights
+        return weights @ values, weights if need_weights else None  # (B, Tq, Dv)
+    drop = ~keep  # as small as the masks given: broadcast, never expanded to the scores' shape
+    if need_weights:  # a query with nothing to attend gets NaN weights from softmax: zeroed, as is their gradient
+        weights = softmax(scores.masked_fill(drop, float("-inf"))).masked_fill(drop, 0.0)
+        return weights @ values, weights
+    # without the weights, a query with nothing to attend scores 0 everywhere (finite weights: NaN ones would make
+    # the values' gradient NaN) and only its context, often smaller than the weights, is zeroed
+    empty = drop.all(-1, keepdim=True)  # (…, Tq, 1)
+    scores = torch.where(drop, torch.where(empty, 0.0, float("-inf")).to(scores.dtype), scores)
+    return (softmax(scores) @ values).masked_fill(empty, 0.0), None  # (B, Tq, Dv)
 
 
 def _renamed(mask: Tensor | None, attn_mask: Tensor | None, owner: str) -> Tensor | None:
