@@ -84,6 +84,10 @@ def attend(
     if keep is None:
         weights = softmax(scores)
         return weights @ values, weights if need_weights else None  # (B, Tq, Dv)
+    return _masked_read(scores, values, keep, need_weights)
+
+
+def _masked_read(scores: Tensor, values: Tensor, keep: Tensor, need_weights: bool) -> tuple[Tensor, Tensor | None]:
     drop = ~keep  # as small as the masks given: broadcast, never expanded to the scores' shape
     if need_weights:  # a query with nothing to attend gets NaN weights from softmax: zeroed, as is their gradient
         weights = softmax(scores.masked_fill(drop, float("-inf"))).masked_fill(drop, 0.0)
