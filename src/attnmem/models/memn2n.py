@@ -13,6 +13,7 @@ from attnmem.blocks.embedding import lookup
 from attnmem.blocks.output import Output
 from attnmem.blocks.position_encoding import bag_of_words, position_encoding
 from attnmem.blocks.recency import noisy_recency, recency
+from attnmem.core import compat
 from attnmem.models.memn2n_options import check_options, output_words
 from attnmem.models.memn2n_read import address
 
@@ -238,7 +239,7 @@ class MemN2N(nn.Module):
         distinct = {id(e): (e, t) for e, t in (*zip(self.A, self.T_A or none), *zip(self.C, self.T_C or none))}
         embeds, tables = zip(*distinct.values())
         k, d = len(embeds), embeds[0].embedding_dim
-        packed = story.device.type == "cpu" and not torch._C._functorch.is_batchedtensor(story)
+        packed = story.device.type == "cpu" and not compat.maybe_batched(story)
         real = slot_mask.nonzero(as_tuple=True) if packed else None  # (N,), (N,): the real sentences' rows, slots
         sentences = story[real] if packed else story  # (N, L) packed, else (B, S, L)
         weight = torch.cat([e.weight for e in embeds], dim=-1)  # (V, K·d)
