@@ -17,6 +17,7 @@ import numpy as np
 import omegaconf
 import pytest
 import torch
+from conftest import ROOT
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.utils import get_class
 from lightning.pytorch.trainer.states import RunningStage
@@ -53,6 +54,19 @@ def without(monkeypatch: pytest.MonkeyPatch, module: str, name: str) -> None:
     """Make `compat.upstream(module, name)` find nothing, as with an installed version that lacks it."""
     real = compat.upstream
     monkeypatch.setattr(compat, "upstream", lambda m, n: None if (m, n) == (module, name) else real(m, n))
+
+
+@pytest.mark.parametrize("package", ["torch", "lightning", "hydra-core", "omegaconf"])
+def test_pyproject_bounds_each_package_compat_reaches_into_and_admits_the_installed_one(package: str) -> None:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    listed = [Requirement(d) for d in project["dependencies"] + project["optional-dependencies"]["train"]]
+    (found,) = [r for r in listed if r.name == package]
+    assert any(s.operator == "<" for s in found.specifier), f"pyproject.toml: {found} has no upper bound"
+    installed = VERSIONS[package.removesuffix("-core")].split("+")[0]
+    assert found.specifier.contains(installed), f"{package} {installed} is outside pyproject.toml's {found}"
 
 
 @pytest.mark.parametrize(("package", "module", "name"), PRIVATE, ids=[f"{m}.{n}" for _, m, n in PRIVATE])
