@@ -54,7 +54,7 @@ def sums_state(module: nn.Module, *, synced: bool = False) -> dict[str, dict[str
     for name, m in module.named_modules():
         if isinstance(m, Sums):
             with m.sync_context(should_sync=synced):
-                states[name] = {state: getattr(m, state).clone() for state in m.metric_state}
+                states[name] = {state: value.clone() for state, value in m.metric_state.items()}
     return states
 
 
