@@ -1,6 +1,6 @@
 # Two commands: `make train` (installs the `train` extra) and `make test` (the `dev` extra); `make docs` builds
 # the documentation site into site/. Torch is installed only when the venv has none, from TORCH_SPEC, so a user's
-# own CUDA build is kept (pyproject only asks for torch>=2.3).
+# own CUDA build is kept (pyproject only asks for torch>=2.3,<3).
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0

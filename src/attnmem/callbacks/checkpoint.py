@@ -13,6 +13,7 @@ from attnmem.callbacks import csv_logger
 from attnmem.core.atomic import replacing
 
 
+# the private names of Lightning's ModelCheckpoint this class overrides or calls: core/compat.py, SUBCLASSED
 class AtomicModelCheckpoint(ModelCheckpoint):
     """Lightning's `ModelCheckpoint`, with every file complete or absent, and `last.ckpt` the latest epoch.
 

@@ -13,11 +13,13 @@ import lightning as L
 from lightning.pytorch.loggers import CSVLogger as LightningCSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 
+from attnmem.core import compat
 from attnmem.core.atomic import write_text
 
 LOG_KEY = "attnmem_csv_log"  # a checkpoint's record of the CSV log: its rows then, and the epoch's row to come
 
 
+# the private names of Lightning's CSVLogger this class overrides or calls: core/compat.py, SUBCLASSED
 class CSVLogger(LightningCSVLogger):
     """Lightning's `CSVLogger`, with `metrics.csv` kept as it was when a resumed run's checkpoint was written.
 
@@ -44,6 +46,7 @@ class CSVLogger(LightningCSVLogger):
         return self._experiment
 
 
+# the private names of Lightning's ExperimentWriter this class overrides or calls: core/compat.py, SUBCLASSED
 class _Writer(ExperimentWriter):
     def __init__(self, log_dir: str, keep_before: int | None, resume_log: dict[str, Any]) -> None:
         self.keep_before, self.resume_log = keep_before, resume_log
@@ -97,7 +100,7 @@ def record(trainer: L.Trainer, checkpoint: dict[str, Any]) -> None:
     progress = trainer.fit_loop.epoch_progress.current
     if progress.processed > progress.completed:  # in the epoch-end hooks: the module has logged, the loggers wait
         trained = {k: float(v) for k, v in trainer.callback_metrics.items() if "train" in k.split("/")[:-1]}
-        step = trainer.fit_loop.epoch_loop._batches_that_stepped - 1  # the step Lightning logs the epoch's row at
+        step = compat.batches_that_stepped(trainer) - 1  # the step Lightning logs the epoch's row at
         log["row"] = {"epoch": trainer.current_epoch, **trained, "step": step}
     checkpoint[LOG_KEY] = log
 

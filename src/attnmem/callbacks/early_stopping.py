@@ -8,6 +8,7 @@ import lightning as L
 from lightning.pytorch.callbacks import EarlyStopping as LightningEarlyStopping
 
 
+# the private names of Lightning's EarlyStopping this class overrides or calls: core/compat.py, SUBCLASSED
 class EarlyStopping(LightningEarlyStopping):
     """Lightning's `EarlyStopping`, idle until a metric of its monitor's split (`val/`, `train/`) is logged.
 

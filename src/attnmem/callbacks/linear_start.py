@@ -8,6 +8,7 @@ from typing import Any
 
 from lightning.pytorch.callbacks import Callback
 
+from attnmem.core import compat
 from attnmem.core.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -93,7 +94,7 @@ class LinearStart(Callback):
             scheduler = config.scheduler
             if hasattr(scheduler, "base_lrs"):  # not ReduceLROnPlateau
                 scheduler.last_epoch = 0
-                scheduler._last_lr = [g["lr"] for g in scheduler.optimizer.param_groups]
+                compat.set_last_lr(scheduler, [g["lr"] for g in scheduler.optimizer.param_groups])
 
     def state_dict(self) -> dict[str, Any]:
         return {"configured_lrs": self.configured_lrs, "end": self.end, "best": self.best, "stale": self.stale}

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch._functorch.utils import unwrap_dead_wrappers
+
+from attnmem.core import compat
 
 __all__ = ["Function"]
 
@@ -19,6 +20,4 @@ class Function(torch.autograd.Function):
     @classmethod
     def apply(cls, *args: Any) -> Any:
         """`forward(*args)`, recorded for `backward`."""
-        if torch._C._are_functorch_transforms_active():  # vmap and friends: torch's own path
-            return super().apply(*args)
-        return super(torch.autograd.Function, cls).apply(*unwrap_dead_wrappers(args))  # as torch's, less the binding
+        return compat.apply_unbound(cls, args)  # under vmap and friends: torch's own path

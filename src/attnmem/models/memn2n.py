@@ -8,13 +8,14 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
-from attnmem.attention import attend, softmax
 from attnmem.attention.scores import score_factory
 from attnmem.blocks.embedding import lookup
 from attnmem.blocks.output import Output
 from attnmem.blocks.position_encoding import bag_of_words, position_encoding
 from attnmem.blocks.recency import noisy_recency, recency
+from attnmem.core import compat
 from attnmem.models.memn2n_options import check_options, output_words
+from attnmem.models.memn2n_read import address
 
 __all__ = ["MemN2N"]
 
@@ -206,29 +207,6 @@ class MemN2N(nn.Module):
         """Recency of each slot (B, S), spread by RN's `drawn` numbers (`draws`) over extra empty slots."""
         return noisy_recency(slot_mask, drawn, self.random_noise, self.memory_size) if drawn else recency(slot_mask)
 
-    def _address(self, score: nn.Module, u: Tensor, m: Tensor, c: Tensor, empty: Tensor, empty_log: Tensor | None,
-                linear: bool, nil: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
-        """Read `o (B, 1, d)` from memories `m`, `c (B, S, d)` for `u (B, 1, d)` with `score`; weights (B, 1, S).
-
-        `empty (B, 1, S)` is True on an empty slot, `empty_log (B, 1, 1)` the log of their count in the whole memory
-        ("attend"), `linear` linear start's flag; `nil` an empty slot's input and output memories (B, 1, d) each,
-        all nil words (`nil_gradient`; zero in value), else they are zero vectors.
-        """
-        if linear:  # LS: `attend` always softmaxes, so the linear weights are computed here
-            weights = score(u, m).masked_fill(empty, 0.0)  # (B, 1, S)
-            return torch.bmm(weights, c), weights
-        if empty_log is None:
-            return attend(u, m, c, score, key_padding_mask=empty[:, 0])
-        # the memory's empty slots (up to memory_size) hold zero vectors that still take part in the
-        # softmax, as in the reference code: together one "nothing" entry weighted by their count
-        nothing = empty_log  # (B, 1, 1); a score linear in the key gives the zero vectors 0
-        if nil is not None or not getattr(score, "linear_in_key", False):
-            nothing = score(u, torch.zeros_like(m[:, :1]) if nil is None else nil[0]) + empty_log
-        scores = torch.cat([score(u, m).masked_fill(empty, -math.inf), nothing], dim=-1)  # (B, 1, S + 1)
-        weights = softmax(scores)  # (B, 1, S + 1); empty slots read zeros
-        o = torch.bmm(weights[..., :-1], c)  # (B, 1, d)
-        return (o if nil is None else o + weights[..., -1:] * nil[1]), weights[..., :-1]
-
     def after_clipping(self) -> None:
         """Zero the pad word's gradient in every table once clipping has measured it, so that word id 0 stays a zero
         vector (the reference code resets its nil word after each update: Memory.m, train.m)."""
@@ -261,7 +239,7 @@ class MemN2N(nn.Module):
         distinct = {id(e): (e, t) for e, t in (*zip(self.A, self.T_A or none), *zip(self.C, self.T_C or none))}
         embeds, tables = zip(*distinct.values())
         k, d = len(embeds), embeds[0].embedding_dim
-        packed = story.device.type == "cpu" and not torch._C._functorch.is_batchedtensor(story)
+        packed = story.device.type == "cpu" and not compat.maybe_batched(story)
         real = slot_mask.nonzero(as_tuple=True) if packed else None  # (N,), (N,): the real sentences' rows, slots
         sentences = story[real] if packed else story  # (N, L) packed, else (B, S, L)
         weight = torch.cat([e.weight for e in embeds], dim=-1)  # (V, K·d)
@@ -300,12 +278,28 @@ class MemN2N(nn.Module):
         if story.dim() != 3 or query.dim() != 2 or story.shape[0] != query.shape[0]:
             raise ValueError(f"MemN2N expects story (B, S, L) and query (B, L) word ids, got story of shape "
                              f"{tuple(story.shape)} and query of shape {tuple(query.shape)}")
-        out = self._answer(story, query, self.draws(story))
+        out = self.answer(story, query, self.draws(story))
         return (out.pred, torch.stack(out.attention, 1)) if return_attention else out.pred
 
-    def _answer(self, story: Tensor, query: Tensor, drawn: dict[str, Tensor], rows: Tensor | None = None) -> Output:
-        """`Output(pred (B, A), attention: per hop (B, S))` from RN's `drawn` numbers (`draws`; {} without RN);
-        `rows (B,)` each row's replica when replicas run folded into one batch (`tasks.qa_nets.MemN2NQA.fold`)."""
+    def answer(self, story: Tensor, query: Tensor, drawn: dict[str, Tensor], rows: Tensor | None = None) -> Output:
+        """`forward`'s answer as an `Output`, from RN's numbers drawn beforehand: the call of the training adapter
+        (`tasks.qa_nets.MemN2NQA`), whose replicas may draw them together and run folded into one batch.
+
+        Args:
+            story: word ids of S sentences, as `forward`'s.
+            query: word ids of the question, as `forward`'s.
+            drawn: RN's numbers (`draws`; {} without RN).
+            rows: each row's replica when replicas run folded into one batch (`MemN2NQA.fold`); None otherwise.
+
+        Shapes:
+            - story: (B, S, L)
+            - query: (B, L)
+            - drawn: rn_blank (B, 1), rn_keys (B, S + ceil(S · random_noise))
+            - rows: (B,)
+
+        Returns:
+            `Output(pred (B, A), attention: per hop (B, S))`.
+        """
         if story.shape[1] > self.memory_size:
             raise ValueError(f"MemN2N: a story of {story.shape[1]} sentences exceeds memory_size={self.memory_size} "
                              "(data.memory_size in a run)")
@@ -327,7 +321,7 @@ class MemN2N(nn.Module):
         for score, embed_a, embed_c in zip(self.scores, self.A, self.C):  # hop k: A^k, C^k
             m, c = memories[id(embed_a)], memories[id(embed_c)]  # (B, S, d) each
             empty_slot = (nothing[id(embed_a)], nothing[id(embed_c)]) if nothing else None
-            o, weights = self._address(score, u, m, c, empty, empty_log, linear, empty_slot)
+            o, weights = address(score, u, m, c, empty, empty_log, linear, empty_slot)
             u = (u if self.H is None else self.H(u)) + o  # (B, 1, d)
             attention.append(weights.squeeze(1))  # (B, S)
         pred = self._tied_answers(u.squeeze(1), rows) if self.W is None else self.W(u.squeeze(1))

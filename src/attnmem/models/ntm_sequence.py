@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from attnmem.core import compat
 from attnmem.core.autograd import Function
 from attnmem.core.float32 import in_float32
 
@@ -53,7 +54,7 @@ def _windows(weights: Tensor, k: int) -> Tensor:
 
 
 def _softmax_backward(grad: Tensor, output: Tensor) -> Tensor:
-    return aten._softmax_backward_data(grad, output, -1, output.dtype)
+    return compat.softmax_backward(grad, output, -1)
 
 
 def _affine(add: Tensor | None, x: Tensor, weight: Tensor, replicas: int) -> Tensor:

@@ -10,6 +10,7 @@ from typing import Any
 from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 
+from attnmem.core import compat
 from attnmem.core.errors import UserError
 
 # the hints checked: numbers and flags, which a typo on the command line turns into a string
@@ -33,7 +34,7 @@ def check(config: Any, target: Any = None) -> None:
         if isinstance(value, DictConfig):
             check(value)
         elif str(key) in hints and not _fits(value, hints[str(key)]):
-            name = f"{config._get_full_key(None)}.{key}".lstrip(".")
+            name = f"{compat.full_key(config)}.{key}".lstrip(".")
             wanted = " or ".join(_NAMES[t] for t in hints[str(key)])
             raise UserError(f"{name}={value}: expected {wanted} ({target.__name__} takes {key} as such)")
 

@@ -10,10 +10,10 @@ import lightning as L
 import torch
 from hydra.utils import get_class
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
-from lightning.pytorch.trainer.connectors.data_connector import _process_dataloader
 from lightning.pytorch.trainer.states import RunningStage
 from omegaconf import DictConfig, OmegaConf
 
+from attnmem.core import compat
 from attnmem.core.errors import UserError
 from attnmem.runtime import console
 from attnmem.tasks.replica_streams import ReplicaLoader, SharedLoader, Streams
@@ -63,7 +63,7 @@ class ReplicaData(L.LightningDataModule):
         # shuffle a single run seeds with its seed (replica r: seed + r); worker seeding
         if self.trainer is None:
             return loader
-        prepared = _process_dataloader(self.trainer, self.trainer.state.fn, stage, loader)
+        prepared = compat.process_dataloader(self.trainer, loader, stage)
         sampler = getattr(prepared, "sampler", None)
         if seed is not None and isinstance(getattr(sampler, "seed", None), int):
             sampler.seed = seed

@@ -19,6 +19,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
+from attnmem.core import compat
 from attnmem.core.errors import UserError
 from attnmem.runtime import legacy, manifest
 
@@ -126,8 +127,7 @@ def point(ckpt_path: str | Path) -> Point:
     from attnmem.runtime import checkpoint  # torch: Hydra's run_dir_guard imports this module before any run
 
     state = checkpoint.load(ckpt_path)
-    loops = state.get("loops", {}).get("fit_loop", {}).get("epoch_loop.state_dict", {})
-    return Point(int(loops.get("_batches_that_stepped", state.get("global_step", 0))), state.get(LOG_KEY))
+    return Point(compat.checkpoint_step(state), state.get(LOG_KEY))
 
 
 def logger_options(logger_cfg: DictConfig, resume_at: Point | None) -> dict[str, Any]:

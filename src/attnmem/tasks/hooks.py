@@ -15,7 +15,7 @@ from typing import Any
 import lightning as L
 from torch import Tensor, nn
 
-from attnmem.core import dims
+from attnmem.core import compat, dims
 from attnmem.tasks import optim
 from attnmem.tasks.metrics import Sums
 
@@ -54,7 +54,7 @@ def sums_state(module: nn.Module, *, synced: bool = False) -> dict[str, dict[str
     for name, m in module.named_modules():
         if isinstance(m, Sums):
             with m.sync_context(should_sync=synced):
-                states[name] = {state: getattr(m, state).clone() for state in m._defaults}
+                states[name] = {state: value.clone() for state, value in m.metric_state.items()}
     return states
 
 
@@ -98,7 +98,7 @@ def step(split: str) -> Callable[..., Tensor | None]:
 def set_attribute(module: L.LightningModule, name: str, value: Any) -> None:
     """`LightningModule.__setattr__`, stored directly for `_current_fx_name` (a hook's name, never a tensor or module),
     which Lightning sets twice around each of the ~40 hooks it calls a training step (~0.1 ms of MemN2N's step)."""
-    if name == "_current_fx_name":
+    if name == compat.CURRENT_FX_NAME:
         object.__setattr__(module, name, value)
     else:
         L.LightningModule.__setattr__(module, name, value)

@@ -40,7 +40,7 @@ class MemN2NQA(nn.Module):
     def forward(self, batch: dict[str, Tensor]) -> Output:
         story = batch_tensor(self, batch, "story", "MemN2N(story, query)")  # (B, S, L)
         drawn = {k: batch[k] for k in ("rn_blank", "rn_keys") if k in batch} or self.memn2n.draws(story)
-        return self.memn2n._answer(story, batch["query"], drawn, batch.get("replica"))
+        return self.memn2n.answer(story, batch["query"], drawn, batch.get("replica"))
 
     def draws(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
         """The uniform numbers RN draws for `batch` while training (none otherwise), as batch keys."""

@@ -17,8 +17,8 @@ from typing import Any
 
 import lightning as L
 import torch
-from lightning.fabric.utilities.data import _set_sampler_epoch
-from lightning.fabric.utilities.seed import _collect_rng_states, _set_rng_states
+
+from attnmem.core.compat import collect_rng_states, set_rng_states, set_sampler_epoch
 
 
 class Streams:
@@ -31,12 +31,12 @@ class Streams:
 
     def reset(self) -> None:
         """Start every stream again from its seed, as `seed_everything` and Lightning's `reset_seed` start a run's."""
-        outer, outer_seed = _collect_rng_states(), os.environ.get("PL_GLOBAL_SEED")
+        outer, outer_seed = collect_rng_states(), os.environ.get("PL_GLOBAL_SEED")
         self.states = []
         for seed in self.seeds:
             L.seed_everything(seed, workers=True, verbose=False)
-            self.states.append(_collect_rng_states())
-        _set_rng_states(outer)
+            self.states.append(collect_rng_states())
+        set_rng_states(outer)
         if outer_seed is not None:  # the run's seed, which Lightning gives DDP's samplers and the workers
             os.environ["PL_GLOBAL_SEED"] = outer_seed
 
@@ -46,7 +46,7 @@ class Streams:
     @contextmanager
     def use(self, r: int, *, torch_only: bool = True) -> Iterator[None]:
         """Replica r's states as the global ones inside the block; all of them with `torch_only=False`."""
-        swap_in, swap_out = (_torch_states, _set_torch_states) if torch_only else (_collect_rng_states, _set_rng_states)
+        swap_in, swap_out = (_torch_states, _set_torch_states) if torch_only else (collect_rng_states, set_rng_states)
         outer = swap_in()
         swap_out(self.states[r])
         try:
@@ -99,7 +99,7 @@ class ReplicaLoader:
     def set_epoch(self, epoch: int) -> None:
         """Pass the epoch to the replicas' loaders' samplers (the algorithmic tasks draw each epoch's batches by it)."""
         for loader in self.loaders:
-            _set_sampler_epoch(loader, epoch)
+            set_sampler_epoch(loader, epoch)
 
     def __iter__(self) -> Iterator[list[Any]]:
         iterators = []

@@ -30,7 +30,7 @@ from hydra.types import HydraContext, RunMode
 from hydra.utils import get_class, to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
-from attnmem.core import atomic, packaged
+from attnmem.core import atomic, compat, packaged
 from attnmem.core.errors import UserError
 from attnmem.runtime import cli, extras
 from attnmem.tools import protocol, scoreboard, sweep_replicas, sweep_report
@@ -98,15 +98,9 @@ def _launch(jobs: list[list[str]], base: list[str]) -> list[Any]:
     # and a failed job is recorded, not raised, so the others still run
     hydra = GlobalHydra.instance().hydra
     cfg = hydra.compose_config(CONFIG_NAME, overrides=base, run_mode=RunMode.MULTIRUN, with_log_configuration=True)
-    context = HydraContext(config_loader=hydra.config_loader, callbacks=_callbacks(cfg))
+    context = HydraContext(config_loader=hydra.config_loader, callbacks=compat.hydra_callbacks(cfg))
     launcher = Plugins.instance().instantiate_launcher(hydra_context=context, task_function=train_job, config=cfg)
     return list(launcher.launch(jobs, initial_job_idx=0)) if jobs else []
-
-
-def _callbacks(cfg: DictConfig) -> Any:
-    from hydra._internal.callbacks import Callbacks  # Hydra's multirun builds the same, internally
-
-    return Callbacks(cfg)
 
 
 def _optuna(spec: dict[str, Any], base: list[str], extra: list[str], seed: int) -> None:
@@ -244,7 +238,8 @@ def _job(overrides: list[str], index: int, out: Path) -> list[str]:
 def _print_failures(returns: list[Any], indices: list[int]) -> None:
     for i, ret in zip(indices, returns):
         if ret.status == JobStatus.FAILED:
-            print(f"error: job {i} failed: {type(ret._return_value).__name__}: {ret._return_value}", file=sys.stderr)
+            error = compat.job_error(ret)
+            print(f"error: job {i} failed: {type(error).__name__}: {error}", file=sys.stderr)
 
 
 def _print_plan(spec: dict[str, Any], jobs: list[list[str]], extra: list[str]) -> None:
