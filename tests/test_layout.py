@@ -205,3 +205,8 @@ def test_the_module_check_fails_on_a_module_the_document_omits(tmp_path: Path) -
         (src / new).parent.mkdir(exist_ok=True)
         (src / new).write_text('"""New."""\n')
     assert unnamed_modules(src) == ["data/fresh/__init__.py", "data/qa/fresh.py", "runtime/fresh.py"]
+
+
+def test_the_tests_folders_mirror_the_packages() -> None:
+    folders = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and p.name not in ("fixtures", "__pycache__")}
+    assert folders - set(LAYERS) == set(), "a folder of tests/ is named after the package of src/attnmem it tests"
