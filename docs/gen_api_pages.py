@@ -2,7 +2,7 @@
 
 Run by mkdocs-gen-files at every `mkdocs build`, so a name added to either `__all__` gets its page without
 editing anything here. The names are read statically (the modules' source, not an import), so the build needs
-neither torch nor the training stack; `tests/test_docs_pages.py` checks the result against the imported modules.
+neither torch nor the training stack; `tests/test_docs_site.py` checks the result against the imported modules.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ joined across a trailing `\\`, with `# comments` and a trailing `&` dropped. The
   `experiment/` yaml for the names the command uses.
 - `python -m attnmem.tools.sweep <sweep> key=value ...` (a packaged sweep's name or path, `memn2n_hops`,
   `sweeps/memn2n_hops.yaml`) runs with `--dry-run` added (every job composed with the command's overrides; the
-  files alone are tests/test_sweep_files.py's); `sweeps/X.yaml` stands for any sweep file.
+  files alone are tests/tools/test_sweep_files.py's); `sweeps/X.yaml` stands for any sweep file.
 - Any other `python -m <module>` or `python <script>.py` runs with `--help` only (in-process; it must exit 0),
   a `report` subcommand with `report --help`; `python -m pytest` is this suite itself; `make <target>` runs as
   `make -n <target>` (a dry run).
@@ -140,7 +140,7 @@ def run_help(words: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     target = words[2] if words[1] == "-m" else words[1]
     rest = words[3:] if words[1] == "-m" else words[2:]
     argv = [target, *(["report"] if rest[:1] == ["report"] else []), "--help"]
-    # a sweep file with overrides of the command's own: every job composed (tests/test_sweep_files.py covers the files)
+    # a sweep file with overrides of the command's own: every job composed (tests/tools/test_sweep_files.py covers the files)
     if target == "attnmem.tools.sweep" and is_sweep(rest[0]) and "--resume" not in rest and "=" in "".join(rest):
         argv = [target, *rest, "--dry-run"]
     monkeypatch.setattr(sys, "argv", argv)

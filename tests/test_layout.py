@@ -152,3 +152,61 @@ def test_no_function_over_50_lines() -> None:
 def test_no_file_over_350_lines() -> None:
     lengths = {str(p.relative_to(SRC)): len(p.read_text().splitlines()) for p in sorted(SRC.rglob("*.py"))}
     assert {p: n for p, n in lengths.items() if n > MAX_FILE_LINES} == {}
+
+
+def row_names(row: str) -> dict[str | None, set[str]]:
+    """The module names a row of the Layers table gives in backticks (`ntm`, `ntm.py`, `ntm.NTM`: ntm), by
+    subpackage: those in the parentheses after a `qa/` under "qa", the rest under None."""
+    scopes: dict[str | None, set[str]] = {None: set()}
+    for match in reversed(list(re.finditer(r"`(\w+)/`\s*\(", row))):  # the innermost groups first
+        depth, end = 0, match.end() - 1
+        for end in range(match.end() - 1, len(row)):
+            depth += {"(": 1, ")": -1}.get(row[end], 0)
+            if depth == 0:
+                break
+        scopes[match[1]] = {m[1] for m in re.finditer(r"`(\w+)[.`]", row[match.end():end])}
+        row = row[: match.end()] + row[end:]
+    scopes[None] = {m[1] for m in re.finditer(r"`(\w+)[.`/]", row)}
+    return scopes
+
+
+def unnamed_modules(src: Path = SRC, doc: Path = ROOT / "docs" / "architecture.md") -> list[str]:
+    """The modules of src/attnmem that docs/architecture.md does not name: one of a layer in backticks on its
+    layer's row of the Layers table (one of a subpackage in the parentheses after its `qa/`), or by its path
+    (`tasks/hooks.py`, `attnmem.tasks.hooks`) anywhere; a package by its folder (`qa/`, `conf/`)."""
+    text = doc.read_text()
+    rows = {m[1]: row_names(m[2]) for m in re.finditer(r"^\| `(\w+)/` \|(.*)$", text, re.M)}
+    tokens = {t for span in re.findall(r"`([^`]+)`", text) for t in re.findall(r"[\w./]+", span)}
+    found = []
+    for path in sorted(src.rglob("*.py")):
+        parts = path.relative_to(src).with_suffix("").parts
+        package = parts[-1] == "__init__"
+        names = parts[:-1] if package else parts
+        forms = {f"{'/'.join(names)}{'/' if package else '.py'}", ".".join(("attnmem", *names))}
+        forms |= {f"attnmem/{form}" for form in forms} | {"/".join(names)} - {""}
+        scopes = rows.get(parts[0], {}) if len(parts) > 1 else {}
+        if package:
+            in_row = len(names) == 1 and names[0] in rows or len(names) == 2 and names[1] in scopes
+        else:
+            in_row = len(names) in (2, 3) and names[-1] in scopes.get(None if len(names) == 2 else names[1], ())
+        if not in_row and not any(t in forms or any(t.startswith(f"{f}.") for f in forms) for t in tokens):
+            found.append(str(path.relative_to(src)))
+    return found
+
+
+def test_docs_architecture_names_every_module() -> None:
+    assert unnamed_modules() == []
+
+
+def test_the_module_check_fails_on_a_module_the_document_omits(tmp_path: Path) -> None:
+    src = tmp_path / "src" / "attnmem"
+    shutil.copytree(SRC, src, ignore=shutil.ignore_patterns("__pycache__"))
+    for new in ("runtime/fresh.py", "data/qa/fresh.py", "data/fresh/__init__.py"):
+        (src / new).parent.mkdir(exist_ok=True)
+        (src / new).write_text('"""New."""\n')
+    assert unnamed_modules(src) == ["data/fresh/__init__.py", "data/qa/fresh.py", "runtime/fresh.py"]
+
+
+def test_the_tests_folders_mirror_the_packages() -> None:
+    folders = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and p.name not in ("fixtures", "__pycache__")}
+    assert folders - set(LAYERS) == set(), "a folder of tests/ is named after the package of src/attnmem it tests"

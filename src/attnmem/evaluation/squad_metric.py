@@ -4,7 +4,7 @@ Both compare normalised text: lower case, punctuation removed, the articles a/an
 white space collapsed. F1 is the harmonic mean of precision and recall of the shared tokens (a
 multiset intersection); a prediction's score is its best over all reference answers.
 
-Kept beside `torchmetrics.text.SQuAD`, which agrees on every case in tests/test_squad_metric.py but one:
+Kept beside `torchmetrics.text.SQuAD`, which agrees on every case in tests/evaluation/test_squad_metric.py but one:
 the span family scores each question as a fraction and adds it to its own epoch sums (one tensor update
 per batch, reduced across processes with the loss), and keeps each question's answer text for
 predictions.json; torchmetrics' class averages percentages over its own dict inputs and keeps its

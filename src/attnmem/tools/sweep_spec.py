@@ -205,7 +205,7 @@ def _is_int(value: Any) -> bool:
 
 def args_no_hyphens(point: dict[str, Any]) -> list[str]:
     """The Hydra overrides `wandb agent` passes for one point of a sweep: `key=value` with Python's str() of the
-    value, as W&B's `create_sweep_command_args` writes them (tests/test_sweep_files.py compares the two), so the
+    value, as W&B's `create_sweep_command_args` writes them (tests/tools/test_sweep_files.py compares the two), so the
     runner needs no W&B."""
     return [f"{key}={value}" for key, value in point.items()]
 

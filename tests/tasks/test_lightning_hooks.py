@@ -3,6 +3,7 @@ module's `_current_fx_name`, the callbacks' state keys and the step hooks' signa
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 import pytest
@@ -34,13 +35,31 @@ def test_the_default_trainer_profiles_nothing_and_a_named_profiler_still_profile
     assert "some action" in trainer.profiler.recorded_durations
 
 
-def test_set_attribute_stores_the_hook_name_and_still_registers_modules_and_parameters(compose_cfg):
-    _, module, _ = run.setup(compose_cfg(*FAST, "data.source.num_train=64"))
+def test_set_attribute_stores_the_hook_name_and_still_registers_modules_and_parameters(compose_cfg, monkeypatch):
+    datamodule, module, trainer = run.setup(compose_cfg(*FAST, "data.source.num_train=64", "trainer.max_epochs=1"))
+    assert type(module).__setattr__ is hooks.set_attribute
+    # the hook name Lightning sets around each hook is what the hook reads, in training and in validation
+    seen = []
+    for name in ("training_step", "validation_step"):
+        hook = getattr(module, name)
+        monkeypatch.setattr(module, name, functools.wraps(hook)(
+            lambda *args, hook=hook, **kwargs: seen.append(module._current_fx_name) or hook(*args, **kwargs)))
+    trainer.fit(module, datamodule=datamodule)
+    assert set(seen) == {"training_step", "validation_step"} and seen[-1] == "validation_step"
+    # ... stored without nn.Module.__setattr__'s checks, which every other name still goes through
+    checked, extra, checks = [], nn.Linear(2, 3), nn.Module.__setattr__
+
+    def checking(self: nn.Module, name: str, value: object) -> None:
+        checked.append(name)
+        checks(self, name, value)
+
+    monkeypatch.setattr(nn.Module, "__setattr__", checking)
     module._current_fx_name = "training_step"
-    assert module._current_fx_name == "training_step"
+    assert vars(module)["_current_fx_name"] == "training_step" and checked == []
     module._current_fx_name = None
-    assert module._current_fx_name is None
-    module.extra = nn.Linear(2, 3)
+    assert module._current_fx_name is None and checked == []
+    module.extra = extra
+    assert checked == ["extra"]
     module.scale = nn.Parameter(torch.ones(1))
     module.register_buffer("counts", torch.zeros(2))
     module.counts = torch.ones(2)

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from conftest import CONF, FAST
+from conftest import CONF, FAST, ROOT
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from torch import nn
@@ -162,11 +161,10 @@ def test_cli_user_error_is_one_line_without_traceback(tmp_path):
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parents[1]
     done = subprocess.run(
         [sys.executable, "train.py", "model.hops=0", f"hydra.run.dir={tmp_path / 'run'}",
          "trainer.enable_progress_bar=false"],
-        cwd=root, capture_output=True, text=True, timeout=120,
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
@@ -188,11 +186,10 @@ def test_cli_multirun_grid_runs_every_job(tmp_path):
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parents[1]
     done = subprocess.run(
         [sys.executable, "train.py", "-m", "model.hops=1,2", "attention=dot,additive", "debug=fdr",
          "trainer.enable_progress_bar=false", f"hydra.sweep.dir={tmp_path}"],
-        cwd=root, capture_output=True, text=True, timeout=300,
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     jobs = sorted(tmp_path.glob("*/metrics.json"))

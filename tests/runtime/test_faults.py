@@ -21,7 +21,7 @@ from test_run_dir_integrity import _digest, _guard_refuses, _hydra_cfg
 from attnmem.runtime import checkpoint, run
 
 # 20 epochs: the kills below land in training, where the resumed run logs again what the killed one would have (a
-# kill between an epoch's checkpoint and its train/ row, or after the last checkpoint: tests/test_resume.py); at 8
+# kill between an epoch's checkpoint and its train/ row, or after the last checkpoint: tests/runtime/test_resume.py); at 8
 # epochs a fast machine ended training inside a kill's delay
 EPOCHS = 20
 RUN = [*FAST, "data.source.num_train=400", "data.source.num_val=40", "data.source.num_test=40",

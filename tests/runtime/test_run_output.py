@@ -3,6 +3,7 @@ checkpoint, the figures' labels, colour bars and titles (issue 17: 15, 20, 21, 2
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
 import os
@@ -39,7 +40,15 @@ def test_a_failing_plot_keeps_the_metrics_and_says_so_in_one_line(compose_cfg, t
     with caplog.at_level(logging.WARNING, logger=plot_callback.__name__):
         run.train(compose_cfg(*TINY))
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    assert metrics["val/acc"] >= 0 and metrics["epoch"] == 2
+    assert metrics["epoch"] == 2
+    # the metrics are the run's own: val/acc is the best of its two epochs' validations, as its best checkpoint
+    # validated again logs it last, and a count of right answers over the validation questions
+    with (tmp_path / "run" / "csv" / "metrics.csv").open() as f:
+        *epochs, final = [float(row["val/acc"]) for row in csv.DictReader(f) if row.get("val/acc")]
+    assert len(epochs) == 2 and metrics["val/acc"] == pytest.approx(max(epochs), abs=1e-6)
+    assert metrics["val/acc"] == pytest.approx(final, abs=1e-6)
+    questions = json.loads((tmp_path / "run" / "manifest.json").read_text())["examples"]["val"]
+    assert metrics["val/acc"] * questions == pytest.approx(round(metrics["val/acc"] * questions), abs=1e-3)
     lines = [r.getMessage() for r in caplog.records if r.name == plot_callback.__name__]
     assert "plot learning_curves skipped: RuntimeError: boom at two lines" in lines
     assert "plot QATask.plot_examples skipped: RuntimeError: boom at two lines" in lines
