@@ -1,9 +1,7 @@
 """What Lightning does around every hook, made cheaper without changing what it sees: the trainer's profiler, the
-module's `_current_fx_name`, the callbacks' state keys and the step hooks' signatures."""
+module's `_current_fx_name` and the callbacks' state keys (the step hooks' signatures: tests/tasks/test_family.py)."""
 
 from __future__ import annotations
-
-import inspect
 
 import pytest
 import torch
@@ -11,14 +9,12 @@ from conftest import FAST
 from lightning.pytorch.callbacks import EarlyStopping as LightningEarlyStopping
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.profilers import SimpleProfiler
-from lightning.pytorch.utilities.signature_utils import is_param_in_hook_signature
 from torch import nn
 
 from attnmem.callbacks.checkpoint import AtomicModelCheckpoint
 from attnmem.callbacks.early_stopping import EarlyStopping
 from attnmem.runtime import run
 from attnmem.runtime.profiler import NoProfiler
-from attnmem.tasks import hooks
 
 
 def test_the_default_trainer_profiles_nothing_and_a_named_profiler_still_profiles(compose_cfg, tmp_path):
@@ -59,16 +55,3 @@ def test_state_keys_are_lightnings_own(ours, lightnings):
         assert callback.state_key == lightnings.state_key.fget(callback)
         assert monitor in callback.state_key and mode in callback.state_key
         assert callback.state_key is callback.state_key  # made once
-
-
-@pytest.mark.parametrize("split", ["train", "val", "test"])
-def test_step_hooks_keep_the_signature_lightning_reads(split):
-    hook = hooks.step(split)
-    stored = hook.__signature__
-    del hook.__signature__
-    assert stored == inspect.signature(hook)
-    assert list(stored.parameters) == ["module", "batch", "batch_idx", "dataloader_idx"]
-    hook.__signature__ = stored
-    bound = hook.__get__(object())
-    assert is_param_in_hook_signature(bound, "batch_idx", min_args=2)
-    assert is_param_in_hook_signature(bound, "dataloader_idx", explicit=True)
