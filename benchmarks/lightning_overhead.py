@@ -10,13 +10,14 @@ loop costs beside the plain one, without what the run adds to it.
 
 `--fx-name` instead compares, side by side, Lightning's step with the family module's `_current_fx_name` (which
 Lightning sets twice around each hook it calls) stored through `nn.Module.__setattr__`'s checks and stored directly
-(a `__setattr__` override on the module's class): one fit per round whose training batches alternate between the
-two; it prints the median over the rounds of each round's ratio (medians of the sides beside it).
+(a `__setattr__` override on the module's class): one fit per round whose training batches each run one of the
+two, drawn at random; it prints the median over the rounds of each round's ratio (medians of the sides beside it).
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -87,15 +88,17 @@ def _direct_fx_name(module: nn.Module, name: str, value: object) -> None:
         nn.Module.__setattr__(module, name, value)
 
 
-class AlternateFxName(L.Callback):
-    """Switches the module's class between `nn.Module.__setattr__` and `_direct_fx_name` after every training batch,
-    and keeps the time from the previous batch's end to this one's (its fetch, hooks, step) on the side it ran on;
-    an epoch's first batch (after validation and the epoch's start) is not counted. The class's own `__setattr__`
-    is restored at the end of the fit."""
+class SwitchFxName(L.Callback):
+    """Sets the module's class to `nn.Module.__setattr__` or `_direct_fx_name` for each training batch, drawn at
+    random (seeded), and keeps the time from the previous batch's end to this one's (its fetch, hooks, step) on the
+    side it ran on; an epoch's first batch (after validation and the epoch's start) is not counted. Drawn, not
+    alternated: what Lightning's loop does every n batches (the progress bar every 10) would fall on one side.
+    The class's own `__setattr__` is restored at the end of the fit."""
 
-    def __init__(self) -> None:
+    def __init__(self, seed: int) -> None:
         self.seconds: dict[bool, list[float]] = {False: [], True: []}
         self.direct, self._last, self._cls, self._own = False, None, None, None
+        self._draw = random.Random(seed)
 
     def _use(self, direct: bool) -> None:
         self.direct = direct
@@ -113,7 +116,7 @@ class AlternateFxName(L.Callback):
         now = time.perf_counter()
         if self._last is not None:
             self.seconds[self.direct].append(now - self._last)
-        self._use(not self.direct)
+        self._use(self._draw.random() < 0.5)
         self._last = time.perf_counter()
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -125,12 +128,12 @@ class AlternateFxName(L.Callback):
 
 def fx_name_rounds(cfg_of: Callable[[str], DictConfig], rounds: int) -> list[tuple[float, float]]:
     """(ms a step with `nn.Module.__setattr__`, ms a step with `_current_fx_name` stored directly) per round, each the
-    median of its steps: one fit a round, its batches alternating between the two (`AlternateFxName`), so both see
-    the same machine load; a step another process preempted moves the median little."""
+    median of its steps: one fit a round, each of its batches on one of the two drawn at random (`SwitchFxName`),
+    so both see the same machine load; a step another process preempted moves the median little."""
     pairs = []
     for r in range(rounds):
         dm, module, trainer = setup(cfg_of(f"fx{r}"))
-        timer = AlternateFxName()
+        timer = SwitchFxName(seed=r)
         trainer.callbacks.append(timer)
         trainer.fit(module, datamodule=dm)
         pairs.append(tuple(1e3 * statistics.median(timer.seconds[d]) for d in (False, True)))
@@ -182,7 +185,7 @@ def main() -> None:
             pairs = fx_name_rounds(lambda name: compose_default(Path(tmp) / name, args.epochs, args.overrides),
                                    args.rounds)
             print(f"default experiment {' '.join(args.overrides)}, {args.epochs} epochs, threads={args.threads}, "
-                  f"{args.rounds} paired rounds (one fit each, its batches alternating)")
+                  f"{args.rounds} paired rounds (one fit each, its batches' sides drawn at random)")
             report_fx_name(pairs)
             return
         for r in range(args.rounds):
