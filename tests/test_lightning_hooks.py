@@ -1,15 +1,13 @@
-"""What Lightning does around every hook, made cheaper without changing what it sees: the trainer's profiler, the
-module's `_current_fx_name` and the callbacks' state keys (the step hooks' signatures: tests/tasks/test_family.py)."""
+"""What Lightning does around every hook, made cheaper without changing what it sees: the trainer's profiler and the
+callbacks' state keys (the step hooks' signatures: tests/tasks/test_family.py)."""
 
 from __future__ import annotations
 
 import pytest
-import torch
 from conftest import FAST
 from lightning.pytorch.callbacks import EarlyStopping as LightningEarlyStopping
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.profilers import SimpleProfiler
-from torch import nn
 
 from attnmem.callbacks.checkpoint import AtomicModelCheckpoint
 from attnmem.callbacks.early_stopping import EarlyStopping
@@ -28,23 +26,6 @@ def test_the_default_trainer_profiles_nothing_and_a_named_profiler_still_profile
     with trainer.profiler.profile("some action"):
         pass
     assert "some action" in trainer.profiler.recorded_durations
-
-
-def test_set_attribute_stores_the_hook_name_and_still_registers_modules_and_parameters(compose_cfg):
-    _, module, _ = run.setup(compose_cfg(*FAST, "data.source.num_train=64"))
-    module._current_fx_name = "training_step"
-    assert module._current_fx_name == "training_step"
-    module._current_fx_name = None
-    assert module._current_fx_name is None
-    module.extra = nn.Linear(2, 3)
-    module.scale = nn.Parameter(torch.ones(1))
-    module.register_buffer("counts", torch.zeros(2))
-    module.counts = torch.ones(2)
-    names = dict(module.named_parameters())
-    assert "extra.weight" in names and "scale" in names
-    assert torch.equal(dict(module.named_buffers())["counts"], torch.ones(2))
-    with pytest.raises(TypeError, match="cannot assign"):
-        module.counts = [1.0, 2.0]  # nn.Module's own check is still made
 
 
 @pytest.mark.parametrize(("ours", "lightnings"), [(AtomicModelCheckpoint, ModelCheckpoint),

@@ -34,7 +34,6 @@ class FamilyModule(L.LightningModule, metaclass=abc.ABCMeta):
     net: nn.Module  # the model the family trains (a `conf/model` yaml's)
     optimizer_factory: Callable[..., torch.optim.Optimizer]  # the config's partial: `optimizer(params=...)`
     scheduler_factory: Callable[..., Any] | None  # the config's partial: `scheduler(optimizer=...)`, or None
-    __setattr__ = hooks.set_attribute  # Lightning's per-hook bookkeeping without nn.Module's checks
 
     @abc.abstractmethod
     def shared_step(self, batch: dict[str, Tensor], split: str, test_set: int = 0) -> Tensor | None:

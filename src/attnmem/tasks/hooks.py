@@ -2,14 +2,12 @@
 
 `attnmem.tasks.family.FamilyModule` (the base class of the nine family modules, where Lightning's hooks are written
 once) calls them in its `on_save_checkpoint` / `on_load_checkpoint`, as `Replicas` does for each of its members.
-`set_attribute` is the `__setattr__` of both.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import lightning as L
 from torch import Tensor, nn
 
 from attnmem.core import dims
@@ -44,12 +42,3 @@ def load_sums(module: nn.Module, saved: dict[str, dict[str, Tensor]]) -> None:
     for name, m in module.named_modules():
         for state, value in saved.get(name, {}).items() if isinstance(m, Sums) else ():
             setattr(m, state, value.to(getattr(m, state).device))
-
-
-def set_attribute(module: L.LightningModule, name: str, value: Any) -> None:
-    """`LightningModule.__setattr__`, stored directly for `_current_fx_name` (a hook's name, never a tensor or module),
-    which Lightning sets twice around each of the ~40 hooks it calls a training step (~0.1 ms of MemN2N's step)."""
-    if name == "_current_fx_name":
-        object.__setattr__(module, name, value)
-    else:
-        L.LightningModule.__setattr__(module, name, value)
