@@ -7,12 +7,20 @@ interleaved (plain, Lightning, plain, ...) and the best of each is kept; target 
 
 `--floor` also times Lightning with no callbacks, logger, progress bar or checkpointing: what Lightning's own
 loop costs beside the plain one, without what the run adds to it.
+
+`--fx-name` instead compares, side by side, Lightning's step with the family module's `_current_fx_name` (which
+Lightning sets twice around each hook it calls) stored through `nn.Module.__setattr__`'s checks and stored directly
+(a `__setattr__` override on the module's class): one fit per round whose training batches each run one of the
+two, drawn at random; it prints the median over the rounds of each round's ratio (medians of the sides beside it).
 """
 
 from __future__ import annotations
 
 import argparse
+import random
+import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
@@ -23,6 +31,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig, open_dict
+from torch import nn
 
 from attnmem.core import packaged
 from attnmem.runtime.run import setup
@@ -71,6 +80,75 @@ def lightning_steps_per_second(cfg: DictConfig) -> float:
     return timer.steps / timer.seconds
 
 
+def _direct_fx_name(module: nn.Module, name: str, value: object) -> None:
+    """`nn.Module.__setattr__`, but `_current_fx_name` (a hook's name, never a tensor or module) stored directly."""
+    if name == "_current_fx_name":
+        object.__setattr__(module, name, value)
+    else:
+        nn.Module.__setattr__(module, name, value)
+
+
+class SwitchFxName(L.Callback):
+    """Sets the module's class to `nn.Module.__setattr__` or `_direct_fx_name` for each training batch, drawn at
+    random (seeded), and keeps the time from the previous batch's end to this one's (its fetch, hooks, step) on the
+    side it ran on; an epoch's first batch (after validation and the epoch's start) is not counted. Drawn, not
+    alternated: what Lightning's loop does every n batches (the progress bar every 10) would fall on one side.
+    The class's own `__setattr__` is restored at the end of the fit."""
+
+    def __init__(self, seed: int) -> None:
+        self.seconds: dict[bool, list[float]] = {False: [], True: []}
+        self.direct, self._last, self._cls, self._own = False, None, None, None
+        self._draw = random.Random(seed)
+
+    def _use(self, direct: bool) -> None:
+        self.direct = direct
+        self._cls.__setattr__ = _direct_fx_name if direct else nn.Module.__setattr__
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._cls = type(pl_module)
+        self._own = self._cls.__dict__.get("__setattr__")
+        self._use(False)
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._last = None
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: object) -> None:
+        now = time.perf_counter()
+        if self._last is not None:
+            self.seconds[self.direct].append(now - self._last)
+        self._use(self._draw.random() < 0.5)
+        self._last = time.perf_counter()
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._own is None:
+            del self._cls.__setattr__
+        else:
+            self._cls.__setattr__ = self._own
+
+
+def fx_name_rounds(cfg_of: Callable[[str], DictConfig], rounds: int) -> list[tuple[float, float]]:
+    """(ms a step with `nn.Module.__setattr__`, ms a step with `_current_fx_name` stored directly) per round, each the
+    median of its steps: one fit a round, each of its batches on one of the two drawn at random (`SwitchFxName`),
+    so both see the same machine load; a step another process preempted moves the median little."""
+    pairs = []
+    for r in range(rounds):
+        dm, module, trainer = setup(cfg_of(f"fx{r}"))
+        timer = SwitchFxName(seed=r)
+        trainer.callbacks.append(timer)
+        trainer.fit(module, datamodule=dm)
+        pairs.append(tuple(1e3 * statistics.median(timer.seconds[d]) for d in (False, True)))
+    return pairs
+
+
+def report_fx_name(pairs: list[tuple[float, float]]) -> None:
+    """Print the medians of both sides and of the paired ratios (nn.Module's ms a step / direct's)."""
+    ratios = [module / direct for module, direct in pairs]
+    print(f"  _current_fx_name through nn.Module.__setattr__  {statistics.median(m for m, _ in pairs):.3f} ms/step")
+    print(f"  _current_fx_name stored directly               {statistics.median(d for _, d in pairs):.3f} ms/step")
+    print(f"  paired speed-up of storing directly (ms/step ratio): median {statistics.median(ratios):.3f} "
+          f"(min {min(ratios):.3f}, max {max(ratios):.3f}; {' '.join(f'{x:.3f}' for x in ratios)})")
+
+
 def plain_steps_per_second(cfg: DictConfig) -> float:
     """Steps/s of a hand-written loop over the same batches, model and optimizer."""
     dm, module, _ = setup(cfg)
@@ -96,11 +174,20 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--floor", action="store_true", help="also time Lightning without callbacks and logger")
+    parser.add_argument("--fx-name", action="store_true",
+                        help="only compare, paired, _current_fx_name stored through nn.Module.__setattr__ or directly")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides of the default config, e.g. data.batch_size=32")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     best = {"plain": 0.0, "lightning": 0.0, "floor": 0.0}
     with TemporaryDirectory() as tmp, initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        if args.fx_name:
+            pairs = fx_name_rounds(lambda name: compose_default(Path(tmp) / name, args.epochs, args.overrides),
+                                   args.rounds)
+            print(f"default experiment {' '.join(args.overrides)}, {args.epochs} epochs, threads={args.threads}, "
+                  f"{args.rounds} paired rounds (one fit each, its batches' sides drawn at random)")
+            report_fx_name(pairs)
+            return
         for r in range(args.rounds):
             cfg = compose_default(Path(tmp) / f"run{r}", args.epochs, args.overrides)
             best["plain"] = max(best["plain"], plain_steps_per_second(cfg))

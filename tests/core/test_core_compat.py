@@ -227,18 +227,6 @@ def test_a_checkpoint_still_records_the_step_counter_and_without_it_its_global_s
     assert compat.checkpoint_step(state) == state["global_step"] == 6
 
 
-def test_lightning_modules_still_have_the_current_hook_name_and_without_the_shortcut_it_is_set_the_same(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    from attnmem.tasks.hooks import set_attribute
-
-    module = _Tiny()
-    assert hasattr(module, compat.CURRENT_FX_NAME), gone("lightning", f"LightningModule.{compat.CURRENT_FX_NAME}")
-    set_attribute(module, compat.CURRENT_FX_NAME, "training_step")
-    monkeypatch.setattr(compat, "CURRENT_FX_NAME", "_renamed_upstream")
-    set_attribute(module, "_current_fx_name", "validation_step")  # through LightningModule.__setattr__
-    assert module._current_fx_name == "validation_step"
-
-
 def _loader() -> DataLoader:
     return DataLoader(list(range(8)), batch_size=2, shuffle=True, num_workers=1)
 

@@ -29,7 +29,7 @@ from torch import Tensor
 from attnmem.core.errors import UserError
 
 __all__ = [
-    "CURRENT_FX_NAME", "SUBCLASSED", "apply_unbound", "batches_that_stepped", "checkpoint_step", "collect_rng_states",
+    "SUBCLASSED", "apply_unbound", "batches_that_stepped", "checkpoint_step", "collect_rng_states",
     "full_key", "hydra_callbacks", "job_error", "maybe_batched", "process_dataloader", "set_last_lr",
     "set_rng_states", "set_sampler_epoch", "softmax_backward", "upstream",
 ]
@@ -91,11 +91,6 @@ def set_last_lr(scheduler: Any, lrs: list[float]) -> None:
 
 
 # --- Lightning -----------------------------------------------------------------------------------------------
-
-# LightningModule._current_fx_name: the hook running, which Lightning sets twice around every hook it calls.
-# `tasks.hooks.set_attribute` stores it without `LightningModule.__setattr__`'s checks. No public name; if
-# Lightning renames it, the name never matches and every attribute takes `__setattr__`, the public path.
-CURRENT_FX_NAME = "_current_fx_name"
 
 # Lightning's private methods and attributes that our subclasses override or call, by the class they subclass:
 # an override has to carry the upstream name, so these cannot be functions here. There is no public hook for what

@@ -15,10 +15,10 @@ from torchmetrics.text import BLEUScore
 from attnmem.core.dims import CaptionDims
 from attnmem.evaluation import plots
 from attnmem.evaluation.caption_plots import attention_over_image
-from attnmem.tasks import hooks, tokens
+from attnmem.tasks import tokens
+from attnmem.tasks.family import FamilyModule
 from attnmem.tasks.metrics import Sums, counted
 
-SPLITS = ("train", "val", "test")
 # per test set: loss, target tokens, captions; `words` of exactly right captions with boxes, `in_box` of them
 FIELDS = ("nats", "tokens", "correct", "count", "exact", "penalty", "words", "in_box")
 
@@ -34,7 +34,7 @@ def in_box(alpha: Tensor, boxes: Tensor, height: int, width: int) -> Tensor:
     return (row * tall < bottom) & ((row + 1) * tall > top) & (col * wide < right) & ((col + 1) * wide > left)
 
 
-class CaptionTask(L.LightningModule):
+class CaptionTask(FamilyModule):
     """Trains any `caption` model: Show, Attend and Tell's objective (Xu et al. 2015).
 
     The loss is the teacher-forced cross-entropy of the caption's words and eos plus the doubly stochastic
@@ -75,11 +75,6 @@ class CaptionTask(L.LightningModule):
         self.bleu = nn.ModuleList(BLEUScore(n_gram=4) for _ in range(1 + len(self.test_names)))  # val, then tests
         self.register_buffer("baseline", torch.tensor(float("nan")))  # b of eq. 10; NaN until the first batch
 
-    training_step, validation_step, test_step = (hooks.step(split) for split in SPLITS)
-    on_train_epoch_end, on_validation_epoch_end, on_test_epoch_end = (hooks.epoch_end(split) for split in SPLITS)
-    configure_optimizers = hooks.configure_optimizers
-    __setattr__ = hooks.set_attribute
-    on_save_checkpoint, on_load_checkpoint = hooks.on_save_checkpoint, hooks.on_load_checkpoint
     prog_bar_splits: ClassVar[tuple[str, ...]] = ("val",)
 
     def shared_step(self, batch: dict[str, Tensor], split: str, test_set: int = 0) -> Tensor:

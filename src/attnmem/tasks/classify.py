@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from attnmem.core.dims import ClassifyDims
 from attnmem.evaluation import plots, text_plots
-from attnmem.tasks import hooks
+from attnmem.tasks.family import FamilyModule
 from attnmem.tasks.metrics import Sums
 
 SPLITS = ("train", "val", "test")
@@ -27,7 +27,7 @@ def sentence_weights(attention: list[Tensor], sentences: int) -> Tensor | None:
     return attention[-1] if attention and attention[-1].dim() == 2 and attention[-1].shape[1] == sentences else None
 
 
-class ClassifyTask(L.LightningModule):
+class ClassifyTask(FamilyModule):
     """Trains any `classify` model: cross-entropy on the label, accuracy and error per split.
 
     Where the batch knows the deciding sentence (`deciding >= 0`, generated documents) and the model attends
@@ -46,12 +46,6 @@ class ClassifyTask(L.LightningModule):
         self.classes = list(dims.classes)
         self.sums = nn.ModuleDict({f"{split}_sums": Sums(FIELDS) for split in SPLITS})
 
-    # Lightning's hooks, written once in attnmem.tasks.hooks
-    training_step, validation_step, test_step = (hooks.step(split) for split in SPLITS)
-    on_train_epoch_end, on_validation_epoch_end, on_test_epoch_end = (hooks.epoch_end(split) for split in SPLITS)
-    configure_optimizers = hooks.configure_optimizers
-    __setattr__ = hooks.set_attribute
-    on_save_checkpoint, on_load_checkpoint = hooks.on_save_checkpoint, hooks.on_load_checkpoint
     prog_bar_splits: ClassVar[tuple[str, ...]] = ("train", "val")
 
     def shared_step(self, batch: dict[str, Tensor], split: str, test_set: int = 0) -> Tensor:

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-import lightning as L
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.trainer.states import TrainerFn
@@ -18,7 +17,7 @@ from attnmem.core.dims import EmbeddingsDims
 from attnmem.core.glove import write_vectors
 from attnmem.evaluation import plots
 from attnmem.evaluation.word_vectors import analogy_accuracy, nearest, pca, read_analogies
-from attnmem.tasks import hooks
+from attnmem.tasks.family import FamilyModule
 from attnmem.tasks.metrics import Sums
 
 log = logging.getLogger(__name__)
@@ -55,7 +54,7 @@ OBJECTIVES: dict[str, Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]] = {
 SPLITS = ("train", "val")
 
 
-class EmbeddingsTask(L.LightningModule):
+class EmbeddingsTask(FamilyModule):
     """Trains any `embeddings` model with the loss its `objective` names; judges and exports its `vectors()`.
 
     Validation logs `val/loss` and, with `analogies` (a file in the format of word2vec's questions-words.txt),
@@ -68,7 +67,6 @@ class EmbeddingsTask(L.LightningModule):
 
     monitor: ClassVar[str] = "val/loss"
     mode: ClassVar[str] = "min"
-    on_save_checkpoint, on_load_checkpoint = hooks.on_save_checkpoint, hooks.on_load_checkpoint
 
     def __init__(
         self,
@@ -97,10 +95,6 @@ class EmbeddingsTask(L.LightningModule):
         self.num_neighbours = num_neighbours
         self.sums = nn.ModuleDict({f"{s}_sums": Sums(("loss", "count")) for s in SPLITS})
 
-    training_step, validation_step = hooks.step("train"), hooks.step("val")
-    on_train_epoch_end, on_validation_epoch_end = hooks.epoch_end("train"), hooks.epoch_end("val")
-    configure_optimizers = hooks.configure_optimizers
-    __setattr__ = hooks.set_attribute
     prog_bar_splits: ClassVar[tuple[str, ...]] = ("val",)
 
     def shared_step(self, batch: dict[str, Tensor], split: str, test_set: int = 0) -> Tensor:

@@ -13,14 +13,14 @@ from torch import Tensor, nn
 
 from attnmem.core.dims import GraphDims
 from attnmem.evaluation import graph_plots, plots
-from attnmem.tasks import hooks
+from attnmem.tasks.family import FamilyModule
 from attnmem.tasks.metrics import Sums
 
 SPLITS = ("train", "val", "test")
 FIELDS = ("loss", "correct", "count")  # per split: sums of the nodes' cross-entropy, right predictions, nodes
 
 
-class GraphTask(L.LightningModule):
+class GraphTask(FamilyModule):
     """Runs any `graph` model: cross-entropy on the training nodes, loss and accuracy per split on its nodes.
 
     Every batch is the whole graph; `{split}_mask` says which nodes a split scores. The monitored metric is
@@ -30,7 +30,6 @@ class GraphTask(L.LightningModule):
 
     monitor: ClassVar[str] = "val/loss"
     mode: ClassVar[str] = "min"
-    on_save_checkpoint, on_load_checkpoint = hooks.on_save_checkpoint, hooks.on_load_checkpoint
 
     def __init__(
         self,
@@ -46,12 +45,6 @@ class GraphTask(L.LightningModule):
         self.classes = list(dims.classes)
         self.sums = nn.ModuleDict({f"{s}_sums": Sums(FIELDS) for s in SPLITS})
 
-    # Lightning's hooks, written once in attnmem.tasks.hooks
-    training_step, validation_step, test_step = hooks.step("train"), hooks.step("val"), hooks.step("test")
-    on_train_epoch_end, on_validation_epoch_end = hooks.epoch_end("train"), hooks.epoch_end("val")
-    on_test_epoch_end = hooks.epoch_end("test")
-    configure_optimizers = hooks.configure_optimizers
-    __setattr__ = hooks.set_attribute
     prog_bar_splits: ClassVar[tuple[str, ...]] = ("val",)
 
     def shared_step(self, batch: dict[str, Tensor], split: str, test_set: int = 0) -> Tensor:

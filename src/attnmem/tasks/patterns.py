@@ -14,7 +14,8 @@ from torch import Tensor, nn
 
 from attnmem.core.dims import PatternsDims
 from attnmem.evaluation import plots
-from attnmem.tasks import hooks, optim
+from attnmem.tasks import optim
+from attnmem.tasks.family import FamilyModule
 from attnmem.tasks.metrics import Sums
 
 # a network that stores without gradients fits with no optimizer, on purpose
@@ -47,7 +48,7 @@ SPLITS = ("train", "val", "test")
 FIELDS = ("overlap", "recalled", "steps", "monotone", "energies", "loss", "count")
 
 
-class PatternsTask(L.LightningModule):
+class PatternsTask(FamilyModule):
     """Runs any `patterns` model: stores the training patterns, evaluates retrieval from probes.
 
     Each training batch first stores `batch["patterns"]` (`net.store`: exact, no gradient). A
@@ -63,7 +64,6 @@ class PatternsTask(L.LightningModule):
 
     monitor: ClassVar[str] = "val/overlap"
     mode: ClassVar[str] = "max"
-    on_save_checkpoint, on_load_checkpoint = hooks.on_save_checkpoint, hooks.on_load_checkpoint
 
     def __init__(self, net: nn.Module, *, optimizer: Callable[..., torch.optim.Optimizer],
                  scheduler: Callable[..., Any] | None = None, dims: PatternsDims) -> None:
@@ -80,10 +80,6 @@ class PatternsTask(L.LightningModule):
         """Whether the net has parameters to learn (a learned score); otherwise storing is all of training."""
         return any(p.requires_grad for p in self.net.parameters())
 
-    # Lightning's hooks, written once in attnmem.tasks.hooks
-    validation_step, test_step = hooks.step("val"), hooks.step("test")
-    on_validation_epoch_end, on_test_epoch_end = hooks.epoch_end("val"), hooks.epoch_end("test")
-    __setattr__ = hooks.set_attribute
     prog_bar_splits: ClassVar[tuple[str, ...]] = ("val",)
 
     def shared_step(self, batch: dict[str, Tensor], split: str, test_set: int = 0) -> Tensor | None:
@@ -128,7 +124,7 @@ class PatternsTask(L.LightningModule):
         return {f"{split}/{k}": v for k, v in logged.items()}
 
     def on_train_epoch_end(self) -> None:
-        hooks.log_epoch(self, "train")
+        super().on_train_epoch_end()
         if not self.trainable:
             self.trainer.should_stop = True
 

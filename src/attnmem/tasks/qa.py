@@ -14,15 +14,15 @@ from torch import Tensor, nn
 from attnmem.core.dims import QADims
 from attnmem.core.errors import UserError
 from attnmem.evaluation import plots
-from attnmem.tasks import hooks
 from attnmem.tasks.clipping import clip_per_weight, weight_matrices
+from attnmem.tasks.family import FamilyModule
 from attnmem.tasks.metrics import Sums, counted
 
 SPLITS = ("train", "val", "test")
 FIELDS = ("loss", "correct", "count")  # per bAbI task
 
 
-class QATask(L.LightningModule):
+class QATask(FamilyModule):
     """Trains any `qa` model: cross-entropy on the answer class, accuracy and error per split.
 
     With several bAbI tasks trained jointly, validation and test also report each task's accuracy
@@ -50,12 +50,6 @@ class QATask(L.LightningModule):
         self.register_buffer("task_position", position, persistent=False)
         self.sums = nn.ModuleDict({f"{split}_sums": Sums(FIELDS, slices=len(self.tasks)) for split in SPLITS})
 
-    # Lightning's hooks, written once in attnmem.tasks.hooks
-    training_step, validation_step, test_step = (hooks.step(split) for split in SPLITS)
-    on_train_epoch_end, on_validation_epoch_end, on_test_epoch_end = (hooks.epoch_end(split) for split in SPLITS)
-    configure_optimizers = hooks.configure_optimizers
-    __setattr__ = hooks.set_attribute
-    on_save_checkpoint, on_load_checkpoint = hooks.on_save_checkpoint, hooks.on_load_checkpoint
     prog_bar_splits: ClassVar[tuple[str, ...]] = ("train", "val")
 
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,

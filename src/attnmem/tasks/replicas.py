@@ -40,8 +40,6 @@ from attnmem.tasks.replica_streams import Streams
 class Replicas(L.LightningModule):
     """Trains `members` (one family module per replica) side by side; see the module docstring."""
 
-    __setattr__ = hooks.set_attribute  # Lightning's per-hook bookkeeping without nn.Module's checks
-
     def __init__(self, members: Sequence[L.LightningModule], *, streams: Streams, monitor: str, mode: str,
                  select: tuple[str, str], keep_best: bool = True, patience: int | None = None,
                  min_delta: float = 0.0) -> None:

@@ -14,16 +14,15 @@ from torchmetrics.text import BLEUScore
 
 from attnmem.core.dims import Seq2SeqDims
 from attnmem.evaluation import plots
-from attnmem.tasks import hooks
 from attnmem.tasks import tokens as tokens_
+from attnmem.tasks.family import FamilyModule
 from attnmem.tasks.metrics import Sums, counted
 
-SPLITS = ("train", "val", "test")
 FIELDS = ("nats", "tokens", "correct", "count", "exact")  # per test set: loss, target tokens, sequences
 LENGTH_FIELDS = ("tokens", "correct", "count", "exact")  # per source length
 
 
-class Seq2SeqTask(L.LightningModule):
+class Seq2SeqTask(FamilyModule):
     """Trains any `seq2seq` model: cross-entropy on the target tokens with teacher forcing (Sutskever et al. 2014).
 
     Training reports the teacher-forced `loss`, `token_acc` and `exact_match`. Validation and test decode
@@ -62,12 +61,6 @@ class Seq2SeqTask(L.LightningModule):
         self.lengths = Sums(LENGTH_FIELDS, slices=self.max_src_len + 1)  # the main test set by source length
         self.bleu = nn.ModuleDict({s: BLEUScore() for s in ("val", "test")}) if dims.bleu else None
 
-    # Lightning's hooks, written once in attnmem.tasks.hooks
-    training_step, validation_step, test_step = (hooks.step(split) for split in SPLITS)
-    on_train_epoch_end, on_validation_epoch_end, on_test_epoch_end = (hooks.epoch_end(split) for split in SPLITS)
-    configure_optimizers = hooks.configure_optimizers
-    __setattr__ = hooks.set_attribute
-    on_save_checkpoint, on_load_checkpoint = hooks.on_save_checkpoint, hooks.on_load_checkpoint
     prog_bar_splits: ClassVar[tuple[str, ...]] = ("val",)
 
     def _teacher_forced(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:

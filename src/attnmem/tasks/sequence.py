@@ -14,10 +14,10 @@ from torch import Tensor, nn
 
 from attnmem.core.dims import SequenceDims
 from attnmem.evaluation import memory_plots, plots
-from attnmem.tasks import hooks, tbptt
+from attnmem.tasks import tbptt
+from attnmem.tasks.family import FamilyModule
 from attnmem.tasks.metrics import Sums, counted
 
-SPLITS = ("train", "val", "test")
 FIELDS = ("nats", "errors", "exact", "count", "bits")  # per test set: cost, bit errors, exact sequences, sequences
 
 
@@ -29,7 +29,7 @@ def masked_bce(logits: Tensor, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor
     return nats, errors, mask.sum() * logits.shape[-1]
 
 
-class SequenceTask(L.LightningModule):
+class SequenceTask(FamilyModule):
     """Trains any `sequence` model: bit-wise BCE with logits on the output phase (`mask`) only.
 
     Metrics per split (Graves et al. 2014, §4): `cost` in bits per sequence, `bit_errors` per
@@ -54,15 +54,9 @@ class SequenceTask(L.LightningModule):
         slices = {"train": 1, "val": 1, "test": len(self.test_names)}
         self.sums = nn.ModuleDict({f"{s}_sums": Sums(FIELDS, slices=n) for s, n in slices.items()})
 
-    # Lightning's hooks, written once in attnmem.tasks.hooks
-    validation_step, test_step = hooks.step("val"), hooks.step("test")
-    on_validation_epoch_end, on_test_epoch_end = hooks.epoch_end("val"), hooks.epoch_end("test")
-    __setattr__ = hooks.set_attribute
-    on_save_checkpoint, on_load_checkpoint = hooks.on_save_checkpoint, hooks.on_load_checkpoint
-
     def configure_optimizers(self) -> Any:
         """The config's optimizer and scheduler; under truncated BPTT the module keeps the scheduler's monitor."""
-        configured = hooks.configure_optimizers(self)
+        configured = super().configure_optimizers()
         return configured if self.tbptt_steps is None else tbptt.keep_monitor(self, configured)
 
     prog_bar_splits: ClassVar[tuple[str, ...]] = ("val",)
@@ -82,7 +76,7 @@ class SequenceTask(L.LightningModule):
         return None
 
     def on_train_epoch_end(self) -> None:
-        hooks.log_epoch(self, "train")
+        super().on_train_epoch_end()
         if self.tbptt_steps is not None:  # Lightning steps no scheduler under manual optimisation
             tbptt.step_schedulers(self, "epoch", self.current_epoch + 1)
 

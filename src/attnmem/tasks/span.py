@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from attnmem.core.dims import SpanDims
 from attnmem.evaluation import plots
 from attnmem.evaluation.squad_metric import best_over_references, exact_match, f1
-from attnmem.tasks import hooks
+from attnmem.tasks.family import FamilyModule
 from attnmem.tasks.metrics import Sums
 
 SPLITS = ("train", "val", "test")
@@ -44,7 +44,7 @@ def span_losses(logits: Tensor, start: Tensor, end: Tensor) -> Tensor:
     return losses.view(-1, k * 2).sum(-1)  # (B,)
 
 
-class SpanTask(L.LightningModule):
+class SpanTask(FamilyModule):
     """Trains any `span` model: loss summed over decoder iterations, EM/F1 on text at val and test.
 
     `net(batch).pred` is `(B, K, 2, Lc)`: start/end logits of K iterations (K = 1 for a one-shot
@@ -67,12 +67,6 @@ class SpanTask(L.LightningModule):
         self.sums = nn.ModuleDict({f"{split}_sums": Sums(FIELDS) for split in SPLITS})
         self.predictions: dict[str, str] = {}
 
-    # Lightning's hooks, written once in attnmem.tasks.hooks
-    training_step, validation_step, test_step = (hooks.step(split) for split in SPLITS)
-    on_train_epoch_end, on_validation_epoch_end = hooks.epoch_end("train"), hooks.epoch_end("val")
-    configure_optimizers = hooks.configure_optimizers
-    __setattr__ = hooks.set_attribute
-    on_save_checkpoint, on_load_checkpoint = hooks.on_save_checkpoint, hooks.on_load_checkpoint
     prog_bar_splits: ClassVar[tuple[str, ...]] = ("train", "val")
 
     def shared_step(self, batch: dict[str, Tensor], split: str, test_set: int = 0) -> Tensor:
@@ -120,7 +114,7 @@ class SpanTask(L.LightningModule):
         self.predictions = {}
 
     def on_test_epoch_end(self) -> None:
-        hooks.log_epoch(self, "test")
+        super().on_test_epoch_end()
         if dist.is_available() and dist.is_initialized() and self.trainer.world_size > 1:
             gathered: list[dict[str, str]] = [{} for _ in range(self.trainer.world_size)]
             dist.all_gather_object(gathered, self.predictions)
