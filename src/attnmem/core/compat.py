@@ -8,8 +8,9 @@ path where one exists). No other module of `src/` touches a private name of anot
 --preview --select SLF001,PLC2701 src`); `tests/core/test_core_compat.py` checks that each name is still upstream,
 naming the installed version, and that each fallback gives the same result; `pyproject.toml` bounds the
 versions. What cannot be a function here, the private methods our subclasses of Lightning's classes override or
-call, is listed in `SUBCLASSED`. Lightning, Hydra and OmegaConf are imported inside the functions: `attnmem.nn`
-imports `core/` and loads none of them.
+call, is listed in `SUBCLASSED`. Every library is imported inside the functions that use it: `attnmem.nn` loads
+no Lightning, Hydra or OmegaConf through this module, and the command line's light paths (`--help`, an option's
+type error) no torch.
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ import io
 import os
 import random
 import sys
-from typing import Any
-
-import numpy as np
-import torch
-from torch import Tensor
+from typing import TYPE_CHECKING, Any
 
 from attnmem.core.errors import UserError
+
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
 
 __all__ = [
     "SUBCLASSED", "apply_unbound", "batches_that_stepped", "checkpoint_step", "collect_rng_states",
@@ -55,6 +56,7 @@ def upstream(module: str, name: str) -> Any:
 # vmap and friends.
 def apply_unbound(cls: type[torch.autograd.Function], args: tuple[Any, ...]) -> Any:
     """`cls.apply(*args)` without torch's binding of `args` to `forward`'s signature, where torch allows it."""
+    import torch  # here, not at the top: the command line's light paths import this module
     active = upstream("torch._C", "_are_functorch_transforms_active")
     unwrap = upstream("torch._functorch.utils", "unwrap_dead_wrappers")
     if active is None or unwrap is None or active():
@@ -75,6 +77,7 @@ def maybe_batched(tensor: Tensor) -> bool:
 # y ∘ (g - Σ g ∘ y), the fallback (three kernels).
 def softmax_backward(grad: Tensor, output: Tensor, dim: int = -1) -> Tensor:
     """The gradient of `softmax(x, dim)` at `x`, from `output = softmax(x, dim)` and the gradient `grad` of it."""
+    import torch
     kernel = getattr(torch.ops.aten, "_softmax_backward_data", None)
     if kernel is None:
         return output * (grad - (grad * output).sum(dim, keepdim=True))
@@ -173,6 +176,8 @@ def set_sampler_epoch(loader: Any, epoch: int) -> None:
 # (the same keys, so states saved by either path load in the other).
 def collect_rng_states() -> dict[str, Any]:
     """The global random states of torch, torch.cuda, numpy and Python."""
+    import numpy as np
+    import torch
     collect = upstream("lightning.fabric.utilities.seed", "_collect_rng_states")
     if collect is not None:
         return collect()
@@ -182,6 +187,8 @@ def collect_rng_states() -> dict[str, Any]:
 
 def set_rng_states(states: dict[str, Any]) -> None:
     """Make `states` (`collect_rng_states`) the global random states."""
+    import numpy as np
+    import torch
     restore = upstream("lightning.fabric.utilities.seed", "_set_rng_states")
     if restore is not None:
         return restore(states)
