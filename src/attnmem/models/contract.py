@@ -44,7 +44,7 @@ class WeightMatrices(Protocol):
 @runtime_checkable
 class CarriesState(Protocol):
     """Asked by truncated BPTT (`attnmem.tasks.tbptt`, `task.tbptt_steps`): the state before the first step and a
-    piece `inputs (B, T, I)` of a sequence run from `state`, with the state after it. BPTTRNN, RNNSequence,
+    piece `inputs (B, T, I)` of a sequence run from `state`, with the state after it. BPTTRNN, RNNSequence, NTM,
     NTMSequence."""
 
     def initial_state(self, batch_size: int) -> Any:

@@ -37,7 +37,7 @@ class SequenceTask(FamilyModule):
     sequence (an output bit counts as 1 when its probability is > 0.5), `exact_match` (the
     fraction of sequences without a bit error), and `loss` (BCE per bit, in nats). Test dataloader
     k > 0 is the generalisation set of `dims.test_lengths[k - 1]`, logged as `test/len{L}/...`.
-    With `tbptt_steps` k a recurrent model (`carries_state`) trains by truncated BPTT (`attnmem.tasks.tbptt`):
+    With `tbptt_steps` k a recurrent model (`CarriesState`) trains by truncated BPTT (`attnmem.tasks.tbptt`):
     chunks of k steps, one optimiser step each, the state carried over detached; evaluation is unchanged.
     """
 
