@@ -53,7 +53,7 @@ PROVIDERS = {  # the docstring of each Protocol names these
     contract.WeightMatrices: {"MemN2N", "MemN2NQA"},
     contract.CarriesState: {"BPTTRNN", "RNNSequence", "NTM", "NTMSequence"},
     contract.MemoryTrace: {"DNCSequence"},
-    contract.ReadHeads: {"NTM", "DNC", "TransformerSequence"},
+    contract.ReadHeads: {"NTM", "DNC", "NTMSequence", "DNCSequence", "TransformerSequence"},
     contract.NamedAttention: {"BiDAF"},
     contract.StoresPatterns: {"Hopfield", "ModernHopfield"},
     contract.RecallsPairs: {"BAM", "HeteroAssociative"},

@@ -66,7 +66,7 @@ class MemoryTrace(Protocol):
 @runtime_checkable
 class ReadHeads(Protocol):
     """Asked by the `sequence` family's plots: the first `read_heads` of the attention maps are read heads, the
-    rest write heads (none: every head a write head). NTM, DNC, TransformerSequence."""
+    rest write heads (none: every head a write head). NTM, DNC, NTMSequence, DNCSequence, TransformerSequence."""
 
     read_heads: int
 
