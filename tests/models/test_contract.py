@@ -51,6 +51,7 @@ MODELS = {
 PROVIDERS = {  # the docstring of each Protocol names these
     contract.AfterClipping: {"MemN2N", "MemN2NQA"},
     contract.WeightMatrices: {"MemN2N", "MemN2NQA"},
+    contract.LinearStartable: {"MemN2N", "MemN2NQA"},
     contract.CarriesState: {"BPTTRNN", "RNNSequence", "NTM", "NTMSequence"},
     contract.MemoryTrace: {"DNCSequence"},
     contract.ReadHeads: {"NTM", "DNC", "NTMSequence", "DNCSequence", "TransformerSequence"},

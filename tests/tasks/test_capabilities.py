@@ -129,3 +129,4 @@ def test_truncated_bptt_takes_a_net_that_carries_its_state_and_refuses_one_that_
     tbptt.check(2, Recurrent())
     with pytest.raises(UserError, match="Plain is not recurrent"):
         tbptt.check(2, Plain())
+

@@ -18,8 +18,9 @@ from torch import Tensor, nn
 from attnmem.blocks.output import Output
 
 __all__ = [
-    "AdaptsModel", "AfterClipping", "CarriesState", "Draws", "Folds", "MemoryTrace", "NamedAttention", "ReadHeads",
-    "RecallsPairs", "ReplicaPads", "ReplicasBatched", "StoresPatterns", "WeightMatrices", "WordVectors",
+    "AdaptsModel", "AfterClipping", "CarriesState", "Draws", "Folds", "LinearStartable", "MemoryTrace",
+    "NamedAttention", "ReadHeads", "RecallsPairs", "ReplicaPads", "ReplicasBatched", "StoresPatterns", "WeightMatrices",
+    "WordVectors",
 ]
 
 
@@ -39,6 +40,15 @@ class WeightMatrices(Protocol):
 
     def weight_matrices(self) -> list[list[nn.Parameter]]:
         """The groups of parameters clipped together."""
+
+
+@runtime_checkable
+class LinearStartable(Protocol):
+    """Asked by the `LinearStart` callback (`callbacks.linear_start`), which sets `linear_start` at each training
+    epoch's start: while true, memory addressing skips the softmax (Sukhbaatar et al. 2015, §4.2). MemN2N,
+    MemN2NQA."""
+
+    linear_start: bool
 
 
 @runtime_checkable

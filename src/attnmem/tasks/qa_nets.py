@@ -19,6 +19,7 @@ from attnmem.models.contract import (
     AfterClipping,
     Draws,
     Folds,
+    LinearStartable,
     ReplicaPads,
     ReplicasBatched,
     WeightMatrices,
@@ -29,7 +30,8 @@ from attnmem.tasks.adapters import batch_tensor, constructor_of, nest_old_keys
 __all__ = ["MemN2NQA"]
 
 
-class MemN2NQA(nn.Module, AdaptsModel, ReplicasBatched, ReplicaPads, Draws, Folds, AfterClipping, WeightMatrices):
+class MemN2NQA(nn.Module, AdaptsModel, ReplicasBatched, ReplicaPads, Draws, Folds, AfterClipping, WeightMatrices,
+               LinearStartable):
     """MemN2N trained on the qa family's batch: `net(batch)` is the `Output` of its story and query, with RN's
     numbers from the batch when `Replicas` drew them (`draws`) and folded replicas' rows (`fold`); the constructor
     is `MemN2N`'s."""
