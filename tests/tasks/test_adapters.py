@@ -98,3 +98,9 @@ def test_weights_saved_before_the_model_moved_under_its_adapter_load(adapter, na
     family.net = net  # as a family module holds it: `net.A.0.weight` compared as `net.memn2n.A.0.weight`
     nested = with_old_keys_nested({f"net.{k}": v for k, v in old.items()}, family)
     assert set(nested) == set(family.state_dict())
+
+
+def test_the_sequence_adapters_name_their_read_heads_which_the_plots_label():
+    ntm, dnc = NTMSequence(**SEQUENCE, read_heads=2, write_heads=1), DNCSequence(**SEQUENCE, read_heads=3)
+    assert (ntm.read_heads, dnc.read_heads) == (2, 3)
+    assert len(ntm({"inputs": torch.rand(1, 2, 5)}).attention[0][0]) == 2 + 1  # (B, R + W, N): read heads first

@@ -10,6 +10,7 @@ from lightning.pytorch.callbacks import Callback
 
 from attnmem.core import compat
 from attnmem.core.errors import UserError
+from attnmem.models.contract import LinearStartable
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,10 @@ class LinearStart(Callback):
         self.configured_lrs: list[list[float]] | None = None  # per optimizer, per param group
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        for member in getattr(pl_module, "members", [pl_module]):  # every replica (replicas=R)
+            if not isinstance(member.net, LinearStartable):
+                raise UserError(f"callbacks.linear_start: {type(member.net).__name__} has no linear start (MemN2N "
+                                "has): drop callbacks.linear_start (callbacks.linear_start=null)")
         self._shorten(trainer, self.epochs - self.end)  # a run resumed after LS ended early
 
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:

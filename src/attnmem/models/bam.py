@@ -10,6 +10,7 @@ from torch import Tensor, nn
 from attnmem.blocks.associative import PairStorage, check_partner_size
 from attnmem.blocks.output import Retrieval
 from attnmem.core.float32 import in_float32
+from attnmem.models.contract import RecallsPairs
 
 __all__ = ["BAM", "bam_energy", "threshold"]
 
@@ -24,7 +25,7 @@ def bam_energy(weights: Tensor, x: Tensor, y: Tensor) -> Tensor:
     return -((y @ weights) * x).sum(-1)
 
 
-class BAM(nn.Module):
+class BAM(nn.Module, RecallsPairs):
     """Bidirectional associative memory, Kosko 1988, "Bidirectional associative memories" (IEEE Trans. SMC 18(1)).
 
     `store(patterns, pairs)` sets W = Σₖ yₖ xₖᵀ (M, N), the sum of the pairs' outer products (the

@@ -14,6 +14,7 @@ from attnmem.blocks.bilstm import BiLSTM
 from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.embedding import embedding
 from attnmem.blocks.output import Output
+from attnmem.models.contract import NamedAttention
 
 __all__ = ["BiDAF", "CharCNN", "Highway"]
 
@@ -49,7 +50,7 @@ class Highway(nn.Module):
         return x
 
 
-class BiDAF(nn.Module):
+class BiDAF(nn.Module, NamedAttention):
     """BiDAF for span QA (Seo et al. 2017, §2): six layers, the attention flow reading one similarity both ways.
 
     1-2. Character CNN and word embeddings, concatenated and passed through a highway network (§2, 1-2).

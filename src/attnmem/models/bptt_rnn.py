@@ -11,6 +11,7 @@ from torch import Tensor, nn
 from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.output import Output
 from attnmem.core.float32 import in_float32
+from attnmem.models.contract import CarriesState
 
 __all__ = ["BPTT", "BPTTRNN", "rnn_forward"]
 
@@ -74,7 +75,7 @@ class BPTT(torch.autograd.Function):
         return (deltas @ w_xh, grad_h, grad_w_xh, grad_w_hh, flat.sum(0), grad_w_hy, grad_logits.sum((0, 1)))
 
 
-class BPTTRNN(nn.Module):
+class BPTTRNN(nn.Module, CarriesState):
     """Elman RNN (Elman 1990, "Finding structure in time") trained by hand-written BPTT (`BPTT`, Werbos 1990).
 
     h_t = tanh(W_xh x_t + W_hh h_{t-1} + b) (eq. 1), y_t = W_hy h_t + c (eq. 2), h_0 = 0; the
@@ -84,7 +85,6 @@ class BPTTRNN(nn.Module):
     """
 
     families: ClassVar[tuple[str, ...]] = ("sequence",)
-    carries_state: ClassVar[bool] = True  # run_chunk / initial_state: truncated BPTT can cut its sequences
 
     def __init__(self, *, input_size: int, output_size: int, hidden_size: int = 64) -> None:
         super().__init__()

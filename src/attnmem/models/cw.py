@@ -9,11 +9,12 @@ from torch import Tensor, nn
 
 from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.output import Output
+from attnmem.models.contract import WordVectors
 
 __all__ = ["CW"]
 
 
-class CW(nn.Module):
+class CW(nn.Module, WordVectors):
     """Collobert & Weston 2008, "A Unified Architecture for Natural Language Processing" (ICML), §4 and §5.
 
     A window x of 2w+1 words is scored s(x) = W_2 HardTanh(W_1 [LT(x_1); …; LT(x_{2w+1})] + b_1) + b_2:

@@ -11,11 +11,12 @@ from attnmem.attention.scores import score_factory
 from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.dnc import DNCCore, weightings
 from attnmem.blocks.output import Output
+from attnmem.models.contract import ReadHeads
 
 __all__ = ["DNC"]
 
 
-class DNC(nn.Module):
+class DNC(nn.Module, ReadHeads):
     """Differentiable Neural Computer, Graves et al. 2016, "Hybrid computing using a neural network with
     dynamic external memory" (Nature 538), Methods: an LSTM controller, content lookup, dynamic memory
     allocation by usage, a temporal link matrix and read modes (`blocks/dnc_memory.py`).

@@ -10,11 +10,12 @@ from torch import Tensor, nn
 from attnmem.blocks.associative import PairStorage, check_partner_size
 from attnmem.blocks.output import Retrieval
 from attnmem.core.float32 import in_float32
+from attnmem.models.contract import RecallsPairs
 
 __all__ = ["HeteroAssociative"]
 
 
-class HeteroAssociative(nn.Module):
+class HeteroAssociative(nn.Module, RecallsPairs):
     """Linear hetero-associative memory (the correlation matrix memory of Kohonen 1972, "Correlation matrix
     memories", IEEE Trans. Computers; Anderson 1972), read once through a threshold.
 

@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from attnmem.blocks.output import Retrieval
 from attnmem.core.float32 import in_float32
+from attnmem.models.contract import StoresPatterns
 
 __all__ = ["Hopfield", "async_sweep", "energy", "hebbian", "sync_step"]
 
@@ -84,7 +85,7 @@ def sync_step(weights: Tensor, bias: Tensor, states: Tensor) -> Tensor:
     return sign(states @ weights + bias)
 
 
-class Hopfield(nn.Module):
+class Hopfield(nn.Module, StoresPatterns):
     """Classical Hopfield network, Hopfield 1982, "Neural networks and physical systems with emergent
     collective computational abilities" (PNAS), with Hebbian storage (eq. 2 there) and sign units.
 

@@ -14,13 +14,14 @@ from attnmem.blocks.output import Output
 from attnmem.blocks.position_encoding import bag_of_words, position_encoding
 from attnmem.blocks.recency import noisy_recency, recency
 from attnmem.core import compat
+from attnmem.models.contract import AfterClipping, LinearStartable, WeightMatrices
 from attnmem.models.memn2n_options import check_options, output_words
 from attnmem.models.memn2n_read import address
 
 __all__ = ["MemN2N"]
 
 
-class MemN2N(nn.Module):
+class MemN2N(nn.Module, AfterClipping, WeightMatrices, LinearStartable):
     """End-To-End Memory Network, Sukhbaatar et al. 2015, "End-To-End Memory Networks" (NeurIPS).
 
     One hop (§2.1): input memories m_i = Σ_j l_j ∘ A x_ij + T_A(i), output memories

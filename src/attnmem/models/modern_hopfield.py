@@ -17,11 +17,12 @@ from torch import Tensor, nn
 from attnmem.attention import softmax
 from attnmem.blocks.output import Retrieval
 from attnmem.blocks.tempered import Tempered
+from attnmem.models.contract import StoresPatterns
 
 __all__ = ["ModernHopfield"]
 
 
-class ModernHopfield(nn.Module):
+class ModernHopfield(nn.Module, StoresPatterns):
     """Modern Hopfield network, Ramsauer et al. 2020, "Hopfield Networks is All You Need" (arXiv:2008.02217).
 
     The update (eq. 3) ξ ← X softmax(β Xᵀξ) is `attend(ξ, X, X, β·score)` with the stored patterns

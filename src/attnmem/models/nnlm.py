@@ -9,11 +9,12 @@ from torch import Tensor, nn
 
 from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.output import Output
+from attnmem.models.contract import WordVectors
 
 __all__ = ["NNLM"]
 
 
-class NNLM(nn.Module):
+class NNLM(nn.Module, WordVectors):
     """Bengio, Ducharme, Vincent & Jauvin 2003, "A Neural Probabilistic Language Model" (JMLR 3), §2 / eq. 1.
 
     The n-1 = `window` words before a word, x = (C(w_{t-1}), …, C(w_{t-n+1})) (the concatenated rows of

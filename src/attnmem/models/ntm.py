@@ -14,6 +14,7 @@ from attnmem.attention.scores import score_factory
 from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.output import Output
 from attnmem.core.float32 import in_float32
+from attnmem.models.contract import CarriesState, ReadHeads
 from attnmem.models.ntm_sequence import SHARPEN_EPS, Sizes, ntm_sequence
 
 __all__ = ["NTM", "NTMState", "content_weights", "interpolate", "read", "sharpen", "shift", "write"]
@@ -87,7 +88,7 @@ def _check_options(sizes: dict[str, int], *, controller: str, memory_init: str, 
                          f"memory_locations={sizes['memory_locations']} (or is negative)")
 
 
-class NTM(nn.Module):
+class NTM(nn.Module, CarriesState, ReadHeads):
     """Neural Turing Machine, Graves, Wayne & Danihelka 2014, "Neural Turing Machines" (arXiv:1410.5401).
 
     Each step the controller (an LSTM, or a feed-forward layer) sees the input and the previous

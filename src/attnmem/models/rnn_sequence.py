@@ -10,11 +10,12 @@ from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.output import Output
 from attnmem.blocks.rnn import check_rnn_options, stacked
 from attnmem.core.float32 import recurrent
+from attnmem.models.contract import CarriesState
 
 __all__ = ["RNNSequence"]
 
 
-class RNNSequence(nn.Module):
+class RNNSequence(nn.Module, CarriesState):
     """A stacked RNN/LSTM/GRU (`cell`) and a linear layer on every step's state: the NTM's baseline.
 
     Graves, Wayne & Danihelka 2014, "Neural Turing Machines", §4: an LSTM of 3 × 256 on the algorithmic
@@ -24,7 +25,6 @@ class RNNSequence(nn.Module):
     """
 
     families: ClassVar[tuple[str, ...]] = ("sequence",)
-    carries_state: ClassVar[bool] = True  # run_chunk / initial_state: truncated BPTT can cut its sequences
 
     def __init__(
         self,

@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from attnmem.attention import MultiHead
 from attnmem.blocks.output import Output
 from attnmem.blocks.transformer import Encoder, Positions, Residual, causal_mask, check_options, feed_forward
+from attnmem.models.contract import ReplicasBatched
 
 __all__ = ["Decoder", "DecoderLayer", "Transformer"]
 
@@ -87,7 +88,7 @@ class Decoder(nn.Module):
         return self.norm(x), inputs
 
 
-class Transformer(nn.Module):
+class Transformer(nn.Module, ReplicasBatched):
     """Transformer encoder-decoder, Vaswani et al. 2017, "Attention Is All You Need" (NeurIPS).
 
     Token embeddings times √d_model (§3.4) plus positions (§3.5), `layers` encoder and decoder layers

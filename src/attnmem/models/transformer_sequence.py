@@ -10,11 +10,12 @@ from torch import Tensor, nn
 from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.output import Output
 from attnmem.blocks.transformer import causal_mask, encoder_stack
+from attnmem.models.contract import ReadHeads, ReplicasBatched
 
 __all__ = ["TransformerSequence"]
 
 
-class TransformerSequence(nn.Module):
+class TransformerSequence(nn.Module, ReadHeads, ReplicasBatched):
     """Encoder-only Transformer (Vaswani et al. 2017, §3.1 encoder) as a sequence model.
 
     Each input vector (B, T, W) is projected to d_model and the encoder is causal: step t sees steps

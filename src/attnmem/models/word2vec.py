@@ -9,13 +9,14 @@ from torch import Tensor, nn
 
 from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.output import Output
+from attnmem.models.contract import WordVectors
 
 __all__ = ["Word2Vec"]
 
 MODES = ("skipgram", "cbow")
 
 
-class Word2Vec(nn.Module):
+class Word2Vec(nn.Module, WordVectors):
     """Mikolov, Chen, Corrado & Dean 2013, "Efficient Estimation of Word Representations in Vector Space"
     (arXiv:1301.3781, §3.1 CBOW, §3.2 skip-gram), trained by negative sampling as in Mikolov, Sutskever, Chen,
     Corrado & Dean 2013, "Distributed Representations of Words and Phrases and their Compositionality" (NeurIPS).

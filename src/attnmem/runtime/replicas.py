@@ -138,7 +138,7 @@ def build(cfg: DictConfig, count: int, datamodule: L.LightningDataModule,
                       min_delta=float(stopping.get("min_delta", 0.0)) if stopping else 0.0)
     path = "a loop over the replicas (its model has no batched path)"
     if module.batched:
-        path = "one batch of all replicas' rows" if getattr(net, "folds", False) else "one batched vmap"
+        path = "one batch of all replicas' rows" if module.batched_forward[0].folds else "one batched vmap"
     console.note(f"replicas={count} (seeds {cfg.seed}..{cfg.seed + count - 1}): {path}")
     return ReplicaData(datamodule, streams), module
 

@@ -13,6 +13,8 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from attnmem.models.contract import AdaptsModel
+
 __all__ = ["batch_tensor", "constructor_of", "nest_keys", "nest_old_keys", "with_old_keys_nested"]
 
 
@@ -49,7 +51,7 @@ def with_old_keys_nested(state: dict[str, Any], module: nn.Module) -> dict[str, 
     them nested as `load_state_dict` nests them (for comparing a checkpoint's keys with the module's)."""
     state = dict(state)
     for prefix, sub in module.named_modules():
-        model = getattr(type(sub), "tensor_model", None)  # an adapter of this module declares its model's class
+        model = sub.tensor_model if isinstance(sub, AdaptsModel) else None  # an adapter declares its model's class
         names = [n for n, child in sub.named_children() if model is not None and type(child) is model]
         if names:
             nest_keys(state, f"{prefix}." if prefix else "", names[0])

@@ -11,11 +11,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from attnmem.models.contract import WeightMatrices
+
 
 def weight_matrices(net: nn.Module) -> list[list[nn.Parameter]]:
     """The net's weights as groups of parameters that form one matrix (row blocks of one width): the groups
-    of its own `weight_matrices()`, then every other parameter alone."""
-    groups: list[list[nn.Parameter]] = list(getattr(net, "weight_matrices", list)())
+    of its own `weight_matrices()` (`WeightMatrices`), then every other parameter alone."""
+    groups = list(net.weight_matrices()) if isinstance(net, WeightMatrices) else []
     grouped = {id(p) for group in groups for p in group}
     return groups + [[p] for p in net.parameters() if id(p) not in grouped]
 

@@ -17,6 +17,7 @@ from attnmem.core.dims import EmbeddingsDims
 from attnmem.core.glove import write_vectors
 from attnmem.evaluation import plots
 from attnmem.evaluation.word_vectors import analogy_accuracy, nearest, pca, read_analogies
+from attnmem.models.contract import WordVectors
 from attnmem.tasks.family import FamilyModule
 from attnmem.tasks.metrics import Sums
 
@@ -80,8 +81,8 @@ class EmbeddingsTask(FamilyModule):
         num_neighbours: int = 5,
     ) -> None:
         super().__init__()
-        objective = getattr(net, "objective", None)
-        if objective not in OBJECTIVES or not callable(getattr(net, "vectors", None)):
+        objective = net.objective if isinstance(net, WordVectors) else None
+        if objective not in OBJECTIVES:
             raise TypeError(
                 f"an embeddings model needs `objective` in {sorted(OBJECTIVES)} and a vectors() method; "
                 f"{type(net).__name__} has objective {objective!r}"

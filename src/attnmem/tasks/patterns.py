@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from attnmem.core.dims import PatternsDims
 from attnmem.evaluation import plots
+from attnmem.models.contract import RecallsPairs, StoresPatterns
 from attnmem.tasks import optim
 from attnmem.tasks.family import FamilyModule
 from attnmem.tasks.metrics import Sums
@@ -68,10 +69,10 @@ class PatternsTask(FamilyModule):
     def __init__(self, net: nn.Module, *, optimizer: Callable[..., torch.optim.Optimizer],
                  scheduler: Callable[..., Any] | None = None, dims: PatternsDims) -> None:
         super().__init__()
-        if not callable(getattr(net, "store", None)):
+        if not isinstance(net, (StoresPatterns, RecallsPairs)):
             raise TypeError(f"a patterns model needs a store(patterns) method; {type(net).__name__} has none")
         self.net = net
-        self.recalls: str = getattr(net, "recalls", "patterns")  # the batch key of what the net recalls
+        self.recalls = net.recalls if isinstance(net, RecallsPairs) else "patterns"  # the batch key it recalls
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.sums = nn.ModuleDict({f"{s}_sums": Sums(FIELDS, minima=["overlap_min"]) for s in SPLITS})
 

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from attnmem.core.dims import QADims
 from attnmem.core.errors import UserError
 from attnmem.evaluation import plots
+from attnmem.models.contract import AfterClipping
 from attnmem.tasks.clipping import clip_per_weight, weight_matrices
 from attnmem.tasks.family import FamilyModule
 from attnmem.tasks.metrics import Sums, counted
@@ -43,6 +44,8 @@ class QATask(FamilyModule):
             raise ValueError(f"task.loss_reduction must be 'mean' or 'sum', got {loss_reduction!r}")
         self.net, self.loss_reduction, self.clip_per_weight = net, loss_reduction, clip_per_weight
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
+        # decided once: an isinstance of a Protocol inspects the net's attributes on every call
+        self._after_clipping: Callable[[], None] | None = net.after_clipping if isinstance(net, AfterClipping) else None
         self.tasks: list[int] = list(dims.tasks) or [0]
         # task number -> position in the per-task sums (a lookup, so no Python loop over tasks)
         position = torch.zeros(max(self.tasks) + 1, dtype=torch.long)
@@ -62,7 +65,8 @@ class QATask(FamilyModule):
             raise UserError("task.clip_per_weight=true clips by norm: set trainer.gradient_clip_algorithm=norm")
         else:
             clip_per_weight(weight_matrices(self.net), gradient_clip_val)
-        getattr(self.net, "after_clipping", lambda: None)()
+        if self._after_clipping is not None:
+            self._after_clipping()
 
     def shared_step(self, batch: dict[str, Tensor], split: str, test_set: int = 0) -> Tensor:
         """The batch's loss; its per-task sums added in one index_add (one test set: `test_set` is 0)."""

@@ -14,20 +14,31 @@ import torch
 from torch import Tensor, nn
 
 from attnmem.blocks.output import Output
+from attnmem.models.contract import (
+    AdaptsModel,
+    AfterClipping,
+    Draws,
+    Folds,
+    LinearStartable,
+    ReplicaPads,
+    ReplicasBatched,
+    WeightMatrices,
+)
 from attnmem.models.memn2n import MemN2N
 from attnmem.tasks.adapters import batch_tensor, constructor_of, nest_old_keys
 
 __all__ = ["MemN2NQA"]
 
 
-class MemN2NQA(nn.Module):
+class MemN2NQA(nn.Module, AdaptsModel, ReplicasBatched, ReplicaPads, Draws, Folds, AfterClipping, WeightMatrices,
+               LinearStartable):
     """MemN2N trained on the qa family's batch: `net(batch)` is the `Output` of its story and query, with RN's
     numbers from the batch when `Replicas` drew them (`draws`) and folded replicas' rows (`fold`); the constructor
     is `MemN2N`'s."""
 
     families: ClassVar[tuple[str, ...]] = ("qa",)
     tensor_model: ClassVar[type[nn.Module]] = MemN2N
-    replicas_batched: ClassVar[bool] = True  # replicas=R in one batched step (`fold`, else vmap); RN's from `draws`
+    replicas_batched = True  # replicas=R in one batched step (`fold`, else vmap); RN's from `draws`
     # replicas' batches padded to one shape: more empty slots, and RN keys past every slot `noisy_recency` picks from
     replica_pads: ClassVar[dict[str, float]] = {"story": 0, "rn_keys": 1.0}
     __signature__ = constructor_of(MemN2N)

@@ -15,7 +15,7 @@ first replica only).
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -25,6 +25,7 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 from attnmem.blocks.output import Output
+from attnmem.models.contract import Folds
 
 
 def stackable(batches: Sequence[dict[str, Tensor]]) -> bool:
@@ -64,6 +65,7 @@ class Batched:
 
     def __init__(self, net: nn.Module) -> None:
         self.base = copy.deepcopy(net).to("meta")
+        self.folds = isinstance(net, Folds) and net.folds  # decided once: whether replicas' rows fold into one batch
         self.params: dict[int, dict[str, nn.Parameter]] = {}
         self.buffer_names: dict[int, list[str]] = {}  # names only: a buffer is a new tensor when a module moves
         self.embeddings: dict[int, list[nn.Embedding]] = {}
@@ -82,7 +84,7 @@ class Batched:
         buffers = [{n: net.get_buffer(n) for n in named_buffers} for net, named_buffers in zip(nets, names)]
         shared = {n: b for n, b in buffers[0].items() if all(torch.equal(b, other[n]) for other in buffers[1:])}
         varied = {n: torch.stack([other[n] for other in buffers]) for n in buffers[0] if n not in shared}
-        self.folded = getattr(self.base, "folds", False) and not varied
+        self.folded = self.folds and not varied
         if self.folded:  # one forward over all replicas' rows, each
             flat = {n: p.flatten(0, 1) for n, p in params.items()}  # parameter one table of R x its rows
             out = functional_call(self.base, (flat, shared), (self.base.fold(batches),))
@@ -118,12 +120,6 @@ class Batched:
 def _unstack(preds: Tensor, attention: list[Tensor]) -> list[Output]:
     """Replica r's `Output` from predictions (R, B, ...) and attention maps (R, B, ...)."""
     return [Output(pred=preds[r], attention=[a[r] for a in attention]) for r in range(preds.shape[0])]
-
-
-def with_draws(net: nn.Module, batch: dict[str, Tensor]) -> dict[str, Tensor]:
-    """The batch plus the random numbers `net` draws in its training forward (`net.draws(batch)`), if it has any."""
-    draws: Callable[[dict[str, Tensor]], dict[str, Tensor]] | None = getattr(net, "draws", None)
-    return batch | draws(batch) if draws is not None and net.training else batch
 
 
 class _Served(nn.Module):

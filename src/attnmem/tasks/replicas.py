@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -32,8 +32,9 @@ from torch import Tensor, nn
 
 from attnmem.blocks.output import Output
 from attnmem.core.errors import UserError
+from attnmem.models.contract import AfterClipping, Draws, ReplicaPads, ReplicasBatched
 from attnmem.tasks import hooks, optim
-from attnmem.tasks.replica_batch import Batched, aligned, serving, stackable, with_draws
+from attnmem.tasks.replica_batch import Batched, aligned, serving, stackable
 from attnmem.tasks.replica_streams import Streams
 
 
@@ -47,8 +48,13 @@ class Replicas(L.LightningModule):
         self.members = nn.ModuleList(members)
         self.streams, self.monitor, self.mode, self.select = streams, monitor, mode, select
         self.patience, self.min_delta, self.keep_best = patience, abs(min_delta), keep_best
-        self.batched = bool(getattr(members[0].net, "replicas_batched", False))
-        self.batched_forward = [Batched(members[0].net)] if self.batched else []  # a list: not a submodule
+        net = members[0].net  # the capabilities decided once (an isinstance of a Protocol inspects the net each call)
+        self.batched = isinstance(net, ReplicasBatched) and net.replicas_batched
+        self.batched_forward = [Batched(net)] if self.batched else []  # a list: not a submodule
+        self.model_draws = isinstance(net, Draws)
+        self.replica_pads = net.replica_pads if isinstance(net, ReplicaPads) else {}
+        self.after_clipping: list[Callable[[], None] | None] = [
+            m.net.after_clipping if isinstance(m.net, AfterClipping) else None for m in members]
         r = len(members)
         self.best_score: list[float | None] = [None] * r
         self.best_state: list[dict[str, Tensor] | None] = [None] * r
@@ -74,9 +80,10 @@ class Replicas(L.LightningModule):
         outs = None
         if self.batched and len(running) > 1:
             batches = list(batches)
-            for r in running:  # each replica's draws first, under its stream, as its forward would make them
-                with self.streams.use(r):
-                    batches[r] = with_draws(self.members[r].net, batches[r])
+            if self.model_draws and self.training:  # each replica's draws first (`Draws`), under its stream, as
+                for r in running:  # its forward would make them
+                    with self.streams.use(r):
+                        batches[r] = batches[r] | self.members[r].net.draws(batches[r])
             outs = self._batched_outputs(running, batches)
         total, self.step_losses = None, {}
         for r in running:
@@ -94,8 +101,7 @@ class Replicas(L.LightningModule):
     def _batched_outputs(self, running: list[int], batches: list[dict[str, Tensor]]) -> dict[int, Output] | None:
         """The running replicas' outputs of one batched forward, their batches padded to one shape where the model
         names what pads (`replica_pads`); None where they still differ (each replica then runs on its own)."""
-        net = self.members[running[0]].net
-        together = aligned([batches[r] for r in running], getattr(net, "replica_pads", {}))
+        together = aligned([batches[r] for r in running], self.replica_pads)
         if not stackable(together):
             return None
         return dict(zip(running, self.batched_forward[0]([self.members[r].net for r in running], together)))
@@ -223,7 +229,7 @@ class Replicas(L.LightningModule):
                                     gradient_clip_algorithm: str | None = None) -> None:
         """Clip each replica's gradients by its own norm (or values, or per weight matrix), as its single run would;
         then its net's `after_clipping()`, where it has one."""
-        for member in self.members:
+        for member, after_clipping in zip(self.members, self.after_clipping):
             if gradient_clip_val and getattr(member, "clip_per_weight", False):  # the family module's own rule
                 member.configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
                 continue
@@ -232,7 +238,8 @@ class Replicas(L.LightningModule):
                 nn.utils.clip_grad_value_(params, gradient_clip_val)
             elif gradient_clip_val:
                 nn.utils.clip_grad_norm_(params, gradient_clip_val)
-            getattr(member.net, "after_clipping", lambda: None)()
+            if after_clipping is not None:
+                after_clipping()
 
     def configure_optimizers(self) -> Any:
         """One optimizer over every replica's parameters (elementwise: R separate ones), and its scheduler."""

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from attnmem.core.dims import SequenceDims
 from attnmem.evaluation import memory_plots, plots
+from attnmem.models.contract import MemoryTrace, ReadHeads
 from attnmem.tasks import tbptt
 from attnmem.tasks.family import FamilyModule
 from attnmem.tasks.metrics import Sums, counted
@@ -36,7 +37,7 @@ class SequenceTask(FamilyModule):
     sequence (an output bit counts as 1 when its probability is > 0.5), `exact_match` (the
     fraction of sequences without a bit error), and `loss` (BCE per bit, in nats). Test dataloader
     k > 0 is the generalisation set of `dims.test_lengths[k - 1]`, logged as `test/len{L}/...`.
-    With `tbptt_steps` k a recurrent model (`carries_state`) trains by truncated BPTT (`attnmem.tasks.tbptt`):
+    With `tbptt_steps` k a recurrent model (`CarriesState`) trains by truncated BPTT (`attnmem.tasks.tbptt`):
     chunks of k steps, one optimiser step each, the state carried over detached; evaluation is unchanged.
     """
 
@@ -97,7 +98,7 @@ class SequenceTask(FamilyModule):
         """Input, target and output of the first validation sequences, with the memory weightings if any."""
         batch, out = plots.val_examples(self, datamodule, num_examples)
         weights = torch.stack(out.attention, 1).float().cpu() if out.attention else None  # (B, T, heads, N)
-        read_heads = getattr(self.net, "read_heads", 0)
+        read_heads = self.net.read_heads if isinstance(self.net, ReadHeads) else 0
         paths = []
         for i in range(len(batch["inputs"])):
             steps = int(batch["mask"][i].nonzero().max()) + 1  # this sequence's end, padding dropped
@@ -108,7 +109,7 @@ class SequenceTask(FamilyModule):
                 weights[i, :steps] if weights is not None else None, read_heads,
             )
             paths.append(plots.save(fig, out_dir / f"sequence_{i}.png"))
-        if hasattr(self.net, "memory_trace"):  # the DNC's usage and link matrix, for the first example
+        if isinstance(self.net, MemoryTrace):  # the DNC's usage and link matrix, for the first example
             steps = int(batch["mask"][0].nonzero().max()) + 1
             trace = self.net.memory_trace({k: v[:1, :steps] for k, v in batch.items()})
             fig = memory_plots.dnc_memory(trace["usage"][0].float().cpu(), trace["link"][0].float().cpu())

@@ -13,6 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from attnmem.blocks.output import Output
+from attnmem.models.contract import AdaptsModel, CarriesState, MemoryTrace, ReadHeads, ReplicasBatched
 from attnmem.models.dnc import DNC
 from attnmem.models.ntm import NTM, NTMState
 from attnmem.tasks.adapters import batch_tensor, constructor_of, nest_old_keys
@@ -20,14 +21,13 @@ from attnmem.tasks.adapters import batch_tensor, constructor_of, nest_old_keys
 __all__ = ["DNCSequence", "NTMSequence"]
 
 
-class NTMSequence(nn.Module):
+class NTMSequence(nn.Module, AdaptsModel, ReplicasBatched, CarriesState, ReadHeads):
     """The NTM trained on the sequence family's batch: `net(batch)` is the `Output` of `batch["inputs"]` (B, T, I)
     from the initial state; the constructor is `NTM`'s."""
 
     families: ClassVar[tuple[str, ...]] = ("sequence",)
     tensor_model: ClassVar[type[nn.Module]] = NTM
-    replicas_batched: ClassVar[bool] = True  # replicas=R trains in one vmap (the fused loop has its vmap rule)
-    carries_state: ClassVar[bool] = True  # run_chunk / initial_state: truncated BPTT can cut its sequences
+    replicas_batched = True  # replicas=R trains in one vmap (the fused loop has its vmap rule)
     __signature__ = constructor_of(NTM)
 
     def __init__(self, **options: Any) -> None:
@@ -39,6 +39,11 @@ class NTMSequence(nn.Module):
         x = batch_tensor(self, batch, "inputs", "NTM(x)")  # (B, T, I)
         return self.ntm.run_chunk(x, self.ntm.initial_state(x.shape[0]))[0]
 
+    @property
+    def read_heads(self) -> int:
+        """How many of the weightings, first, are read heads' (the sequence plots label them)."""
+        return self.ntm.read_heads
+
     def initial_state(self, batch_size: int) -> NTMState:
         """The NTM's state before the first step (`NTM.initial_state`)."""
         return self.ntm.initial_state(batch_size)
@@ -48,13 +53,13 @@ class NTMSequence(nn.Module):
         return self.ntm.run_chunk(x, state)
 
 
-class DNCSequence(nn.Module):
+class DNCSequence(nn.Module, AdaptsModel, ReplicasBatched, MemoryTrace, ReadHeads):
     """The DNC trained on the sequence family's batch: `net(batch)` is the `Output` of `batch["inputs"]` (B, T, I),
     with the memory trace the sequence plots draw; the constructor is `DNC`'s."""
 
     families: ClassVar[tuple[str, ...]] = ("sequence",)
     tensor_model: ClassVar[type[nn.Module]] = DNC
-    replicas_batched: ClassVar[bool] = True  # replicas=R trains in one vmap (the link step has its vmap rule)
+    replicas_batched = True  # replicas=R trains in one vmap (the link step has its vmap rule)
     __signature__ = constructor_of(DNC)
 
     def __init__(self, **options: Any) -> None:
@@ -64,6 +69,11 @@ class DNCSequence(nn.Module):
 
     def forward(self, batch: dict[str, Tensor]) -> Output:
         return self.dnc.run(batch_tensor(self, batch, "inputs", "DNC(x)"))
+
+    @property
+    def read_heads(self) -> int:
+        """How many of the weightings, first, are read heads' (the sequence plots label them)."""
+        return self.dnc.read_heads
 
     @torch.no_grad()
     def memory_trace(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:

@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from attnmem.core.dims import SpanDims
 from attnmem.evaluation import plots
 from attnmem.evaluation.squad_metric import best_over_references, exact_match, f1
+from attnmem.models.contract import NamedAttention
 from attnmem.tasks.family import FamilyModule
 from attnmem.tasks.metrics import Sums
 
@@ -128,7 +129,7 @@ class SpanTask(FamilyModule):
         "coattention"), which also names the file.
         """
         batch, out = plots.val_examples(self, datamodule, num_examples)
-        name = getattr(self.net, "attention_name", "coattention")
+        name = self.net.attention_name if isinstance(self.net, NamedAttention) else "coattention"
         examples = datamodule.examples("val")
         paths = []
         for i, index in enumerate(batch["index"].tolist()):

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from torch.optim.lr_scheduler import ReduceLROnPlateau
 
 from attnmem.core.errors import UserError
+from attnmem.models.contract import CarriesState
 
 KEYS = ("inputs", "targets", "mask")  # the batch's tensors along time
 
@@ -32,7 +33,7 @@ def check(tbptt_steps: int | None, net: nn.Module) -> None:
             f"task.tbptt_steps={tbptt_steps}: a chunk needs at least 1 step; set task.tbptt_steps=k "
             "with k >= 1, or null for full BPTT"
         )
-    if not getattr(net, "carries_state", False):
+    if not isinstance(net, CarriesState):
         raise UserError(
             f"task.tbptt_steps={tbptt_steps}: {type(net).__name__} is not recurrent (it has no "
             "run_chunk/initial_state); use model=bptt_rnn|ntm|rnn_sequence, or drop task.tbptt_steps"

@@ -1,0 +1,166 @@
+"""The optional capabilities of a model, each a `typing.Protocol` the training stack checks with `isinstance`.
+
+A family module, `Replicas` or a callback asks a model (the family module's `net`) for a capability only through
+these Protocols, never by probing attribute names (`docs/architecture.md`, "A typed model contract"). A model that
+has one declares it by subclassing its Protocol (`class MemN2NQA(nn.Module, AfterClipping, ...)`); a run-time check
+sees the members, so a model that merely has them passes too. `isinstance` on these Protocols inspects attributes
+on each call: code that runs every step decides once, when it is built. The replica Protocols (`ReplicasBatched`,
+`ReplicaPads`, `Draws`, `Folds`) are separate so that they can move with the replicas code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from torch import Tensor, nn
+
+from attnmem.blocks.output import Output
+
+__all__ = [
+    "AdaptsModel", "AfterClipping", "CarriesState", "Draws", "Folds", "LinearStartable", "MemoryTrace",
+    "NamedAttention", "ReadHeads", "RecallsPairs", "ReplicaPads", "ReplicasBatched", "StoresPatterns", "WeightMatrices",
+    "WordVectors",
+]
+
+
+@runtime_checkable
+class AfterClipping(Protocol):
+    """Asked by the `qa` family module and `Replicas` (per replica) once the gradients are clipped, before the
+    step: `after_clipping()` adjusts them (MemN2N: the pad word's gradient zeroed). MemN2N, MemN2NQA."""
+
+    def after_clipping(self) -> None:
+        """Adjust the clipped gradients in place."""
+
+
+@runtime_checkable
+class WeightMatrices(Protocol):
+    """Asked by per-weight clipping (`attnmem.tasks.clipping`, `task.clip_per_weight`): `weight_matrices()` the
+    groups of parameters measured as one matrix; every other parameter stands alone. MemN2N, MemN2NQA."""
+
+    def weight_matrices(self) -> list[list[nn.Parameter]]:
+        """The groups of parameters clipped together."""
+
+
+@runtime_checkable
+class LinearStartable(Protocol):
+    """Asked by the `LinearStart` callback (`callbacks.linear_start`), which sets `linear_start` at each training
+    epoch's start: while true, memory addressing skips the softmax (Sukhbaatar et al. 2015, §4.2). MemN2N,
+    MemN2NQA."""
+
+    linear_start: bool
+
+
+@runtime_checkable
+class CarriesState(Protocol):
+    """Asked by truncated BPTT (`attnmem.tasks.tbptt`, `task.tbptt_steps`): the state before the first step and a
+    piece `inputs (B, T, I)` of a sequence run from `state`, with the state after it. BPTTRNN, RNNSequence, NTM,
+    NTMSequence."""
+
+    def initial_state(self, batch_size: int) -> Any:
+        """The recurrent state before the first step."""
+
+    def run_chunk(self, inputs: Tensor, state: Any) -> tuple[Output, Any]:
+        """The Output of a piece of a sequence from `state`, and the state after it."""
+
+
+@runtime_checkable
+class MemoryTrace(Protocol):
+    """Asked by the `sequence` family's plots: `memory_trace(batch)` the memory's usage `(B, T, N)` after each
+    step and the final link matrix `(B, N, N)`, as `usage` and `link`. DNCSequence."""
+
+    def memory_trace(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+        """The memory's usage and link matrix on `batch["inputs"]`."""
+
+
+@runtime_checkable
+class ReadHeads(Protocol):
+    """Asked by the `sequence` family's plots: the first `read_heads` of the attention maps are read heads, the
+    rest write heads (none: every head a write head). NTM, DNC, NTMSequence, DNCSequence, TransformerSequence."""
+
+    read_heads: int
+
+
+@runtime_checkable
+class NamedAttention(Protocol):
+    """Asked by the `span` family's plots: `attention_name` names `attention[0]` in the plot and its file (none:
+    "coattention"). BiDAF."""
+
+    attention_name: ClassVar[str]
+
+
+@runtime_checkable
+class StoresPatterns(Protocol):
+    """Asked by the `patterns` family module (this or `RecallsPairs` is required): `store(patterns)` writes the
+    patterns `(B, P, D)` of the batch into the memory it recalls them from. Hopfield, ModernHopfield."""
+
+    def store(self, patterns: Tensor) -> None:
+        """Store the patterns."""
+
+
+@runtime_checkable
+class RecallsPairs(Protocol):
+    """Asked by the `patterns` family module: a hetero-associative memory stores pairs (`store(patterns, pairs)`)
+    and recalls the batch key `recalls` ("pairs") from a probe of a pattern. BAM, HeteroAssociative."""
+
+    recalls: ClassVar[str]
+
+    def store(self, patterns: Tensor, pairs: Tensor) -> None:
+        """Store each pattern with its pair."""
+
+
+@runtime_checkable
+class WordVectors(Protocol):
+    """Required by the `embeddings` family module: `objective` names its loss ("next_word", "ranking",
+    "negative_sampling") and `vectors()` is the word vectors `(V, d)` it judges and exports. NNLM, CW, Word2Vec."""
+
+    objective: ClassVar[str]
+
+    def vectors(self) -> Tensor:
+        """The word vectors, one row per word of the vocabulary."""
+
+
+@runtime_checkable
+class AdaptsModel(Protocol):
+    """Asked when comparing a checkpoint's keys (`attnmem.tasks.adapters.with_old_keys_nested`): a training adapter
+    holds one model of class `tensor_model` under one attribute. MemN2NQA, NTMSequence, DNCSequence."""
+
+    tensor_model: ClassVar[type[nn.Module]]
+
+
+@runtime_checkable
+class ReplicasBatched(Protocol):
+    """Asked by `Replicas`: where `replicas_batched` is true, `replicas=R` runs its replicas' forwards in one `vmap`
+    (or folded, `Folds`) instead of a loop. MemN2NQA, NTMSequence, DNCSequence, Transformer, TransformerSequence."""
+
+    replicas_batched: bool
+
+
+@runtime_checkable
+class ReplicaPads(Protocol):
+    """Asked by `Replicas` before a batched forward: `replica_pads` maps a batch key to the value that pads it along
+    dim 1, so replicas' batches of different lengths stack (MemN2N's empty memory slots). MemN2NQA."""
+
+    replica_pads: ClassVar[dict[str, float]]
+
+
+@runtime_checkable
+class Draws(Protocol):
+    """Asked by `Replicas` before a batched forward: `draws(batch)` the random numbers the training forward would
+    draw for `batch`, as batch keys, drawn under each replica's own stream. MemN2NQA."""
+
+    def draws(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+        """The random numbers of the training forward on `batch`."""
+
+
+@runtime_checkable
+class Folds(Protocol):
+    """Asked by `Replicas` (`attnmem.tasks.replica_batch.Batched`): where `folds` is true, `fold(batches)` is one
+    batch of all R replicas' rows for one forward over their parameters stacked as one table each. MemN2NQA."""
+
+    @property
+    def folds(self) -> bool:
+        """Whether this model's replicas can run folded."""
+
+    def fold(self, batches: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
+        """The replicas' batches as one batch of all their rows."""
