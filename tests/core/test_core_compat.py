@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import inspect
-import random
 import re
 import types
 from functools import partial
@@ -13,17 +12,15 @@ from typing import Any
 import hydra
 import lightning
 import lightning as L
-import numpy as np
 import omegaconf
 import pytest
 import torch
 from conftest import ROOT
-from hydra.core.utils import JobReturn, JobStatus
 from hydra.utils import get_class
 from lightning.pytorch.trainer.states import RunningStage
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
-from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
+from torch.utils.data import DataLoader
 
 from attnmem.core import compat
 from attnmem.core.autograd import Function
@@ -38,9 +35,6 @@ PRIVATE = [
     ("torch", "torch._functorch.utils", "unwrap_dead_wrappers"),
     ("torch", "torch._C._functorch", "is_batchedtensor"),
     ("lightning", "lightning.pytorch.trainer.connectors.data_connector", "_process_dataloader"),
-    ("lightning", "lightning.fabric.utilities.data", "_set_sampler_epoch"),
-    ("lightning", "lightning.fabric.utilities.seed", "_collect_rng_states"),
-    ("lightning", "lightning.fabric.utilities.seed", "_set_rng_states"),
     ("hydra", "hydra._internal.callbacks", "Callbacks"),
 ]
 
@@ -251,40 +245,6 @@ def test_process_dataloader_without_lightnings_refuses_a_parallel_strategy_in_on
         compat.process_dataloader(types.SimpleNamespace(world_size=2), _loader(), RunningStage.TRAINING)
 
 
-def test_set_sampler_epoch_without_lightnings_sets_the_same_epochs(monkeypatch: pytest.MonkeyPatch) -> None:
-    def epochs() -> list[int]:
-        data = list(range(8))
-        sampler, batched = DistributedSampler(data, num_replicas=1, rank=0), DistributedSampler(data, num_replicas=1, rank=0)
-        compat.set_sampler_epoch(DataLoader(data, sampler=sampler), 3)  # the loader's sampler
-        compat.set_sampler_epoch(DataLoader(data, batch_sampler=BatchSampler(batched, 2, False)), 4)  # its batches'
-        return [sampler.epoch, batched.epoch]
-
-    lightnings = epochs()
-    without(monkeypatch, "lightning.fabric.utilities.data", "_set_sampler_epoch")
-    assert epochs() == lightnings == [3, 4]
-
-
-def _same_states(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return (a.keys() == b.keys() and torch.equal(a["torch"], b["torch"]) and a["python"] == b["python"]
-            and all(np.array_equal(x, y) for x, y in zip(a["numpy"], b["numpy"]))
-            and len(a["torch.cuda"]) == len(b["torch.cuda"]))
-
-
-def test_rng_states_without_lightnings_are_the_same_states(monkeypatch: pytest.MonkeyPatch) -> None:
-    L.seed_everything(5, verbose=False)
-    lightnings = compat.collect_rng_states()
-    drawn = (torch.rand(3), np.random.rand(3), random.random())
-    without(monkeypatch, "lightning.fabric.utilities.seed", "_collect_rng_states")
-    without(monkeypatch, "lightning.fabric.utilities.seed", "_set_rng_states")
-    ours = compat.collect_rng_states()
-    assert _same_states(ours, compat.collect_rng_states())
-    compat.set_rng_states(lightnings)  # the states Lightning's function saved, set by the fallback
-    again = (torch.rand(3), np.random.rand(3), random.random())
-    assert torch.equal(drawn[0], again[0]) and np.array_equal(drawn[1], again[1]) and drawn[2] == again[2]
-    compat.set_rng_states(lightnings)
-    assert _same_states(compat.collect_rng_states(), lightnings)
-
-
 # the classes that subclass Lightning's, and what they subclass (the keys of compat.SUBCLASSED)
 SUBCLASSES = {
     "attnmem.callbacks.checkpoint.AtomicModelCheckpoint": "lightning.pytorch.callbacks.ModelCheckpoint",
@@ -351,22 +311,6 @@ def test_hydra_callbacks_without_hydras_class_are_called_the_same(monkeypatch: p
     without(monkeypatch, "hydra._internal.callbacks", "Callbacks")
     assert type(compat.hydra_callbacks(OmegaConf.create({}))).__name__ == "_Callbacks"
     assert _notified() == hydras == [("start", "a"), ("start", "b"), ("end", "b"), ("end", "a")]
-
-
-def test_a_failed_jobs_error_is_still_upstream_and_the_public_path_gives_the_same() -> None:
-    error = ValueError("boom")
-    ret = JobReturn(status=JobStatus.FAILED, _return_value=error)
-    assert "_return_value" in vars(ret), gone("hydra", "hydra.core.utils.JobReturn._return_value")
-    assert compat.job_error(ret) is error
-
-    class Public:  # a JobReturn that keeps its error elsewhere: only `return_value` gives it
-        @property
-        def return_value(self) -> Any:
-            raise error
-
-    assert compat.job_error(Public()) is error
-    with pytest.raises(ValueError, match="the job did not fail"):
-        compat.job_error(types.SimpleNamespace(return_value=3))
 
 
 def test_a_config_nodes_full_key_is_still_upstream_and_without_it_empty(monkeypatch: pytest.MonkeyPatch) -> None:

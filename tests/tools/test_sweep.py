@@ -473,3 +473,13 @@ def test_jobs_that_differ_only_in_their_seed_are_composed_once(monkeypatch):
         sweep.check_jobs(jobs, Path("x.yaml"))
     GlobalHydra.instance().clear()
     assert calls == [jobs[0], jobs[5], jobs[6]]  # a seed that is not an integer is composed on its own
+
+
+def test_a_failed_jobs_error_is_what_its_return_value_raises_without_the_line_hydra_writes(capsys):
+    from hydra.core.utils import JobReturn, JobStatus
+
+    error = ValueError("boom")
+    assert sweep._job_error(JobReturn(status=JobStatus.FAILED, _return_value=error)) is error
+    assert capsys.readouterr().err == ""
+    with pytest.raises(ValueError, match="the job did not fail"):
+        sweep._job_error(JobReturn(status=JobStatus.COMPLETED, _return_value=3))

@@ -15,11 +15,8 @@ type error) no torch.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-import io
 import os
-import random
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -30,9 +27,9 @@ if TYPE_CHECKING:
     from torch import Tensor
 
 __all__ = [
-    "SUBCLASSED", "apply_unbound", "batches_that_stepped", "checkpoint_step", "collect_rng_states",
-    "full_key", "hydra_callbacks", "job_error", "maybe_batched", "process_dataloader", "set_last_lr",
-    "set_rng_states", "set_sampler_epoch", "softmax_backward", "upstream",
+    "SUBCLASSED", "apply_unbound", "batches_that_stepped", "checkpoint_step",
+    "full_key", "hydra_callbacks", "maybe_batched", "process_dataloader", "set_last_lr",
+    "softmax_backward", "upstream",
 ]
 
 
@@ -158,49 +155,6 @@ def process_dataloader(trainer: Any, loader: Any, stage: Any) -> Any:
     return loader
 
 
-# lightning.fabric.utilities.data._set_sampler_epoch: `set_epoch(epoch)` on a loader's sampler and its batch
-# sampler's sampler. Public path: those samplers' own `set_epoch`, the fallback.
-def set_sampler_epoch(loader: Any, epoch: int) -> None:
-    """Give `epoch` to the samplers of `loader` that take one (each once)."""
-    lightnings = upstream("lightning.fabric.utilities.data", "_set_sampler_epoch")
-    if lightnings is not None:
-        return lightnings(loader, epoch)
-    found = (getattr(loader, "sampler", None), getattr(getattr(loader, "batch_sampler", None), "sampler", None))
-    for sampler in {id(s): s for s in found if s is not None}.values():
-        if callable(getattr(sampler, "set_epoch", None)):
-            sampler.set_epoch(epoch)
-
-
-# lightning.fabric.utilities.seed._collect_rng_states / _set_rng_states: the global random states of torch (CPU and
-# CUDA), numpy and Python, as `seed_everything` seeds them. Public path: each library's own get/set, the fallback
-# (the same keys, so states saved by either path load in the other).
-def collect_rng_states() -> dict[str, Any]:
-    """The global random states of torch, torch.cuda, numpy and Python."""
-    import numpy as np
-    import torch
-    collect = upstream("lightning.fabric.utilities.seed", "_collect_rng_states")
-    if collect is not None:
-        return collect()
-    return {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state(),
-            "torch.cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
-
-
-def set_rng_states(states: dict[str, Any]) -> None:
-    """Make `states` (`collect_rng_states`) the global random states."""
-    import numpy as np
-    import torch
-    restore = upstream("lightning.fabric.utilities.seed", "_set_rng_states")
-    if restore is not None:
-        return restore(states)
-    torch.set_rng_state(states["torch"])
-    if "torch.cuda" in states:
-        torch.cuda.set_rng_state_all(states["torch.cuda"])
-    if "numpy" in states:
-        np.random.set_state(states["numpy"])
-    version, state, gauss = states["python"]
-    random.setstate((version, tuple(state), gauss))
-
-
 # --- Hydra and OmegaConf -------------------------------------------------------------------------------------
 
 # hydra._internal.callbacks.Callbacks: the `hydra.callbacks` of a config, which a launcher calls around each job
@@ -237,21 +191,6 @@ class _Callbacks:
                     warnings.warn(f"Callback {type(c).__name__}.{hook} raised {type(e).__name__}: {e}", stacklevel=2)
 
         return notify
-
-
-# hydra.core.utils.JobReturn._return_value: a failed job's exception. Public path: `return_value`, which raises it
-# (and writes a line to stderr): the fallback catches it, the line swallowed.
-def job_error(ret: Any) -> BaseException:
-    """The exception a failed Hydra job (a `JobReturn` of status FAILED) raised."""
-    error = getattr(ret, "_return_value", None)
-    if isinstance(error, BaseException):
-        return error
-    try:
-        with contextlib.redirect_stderr(io.StringIO()):
-            value = ret.return_value
-    except Exception as err:  # whatever the job raised
-        return err
-    raise ValueError(f"job_error: the job did not fail (it returned {value!r})")
 
 
 # omegaconf's Node._get_full_key: a node's dotted path from its config's root ("model.hops"). No public API gives

@@ -11,14 +11,14 @@ swap; around the creation of an iterator, all of them.
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import lightning as L
+import numpy as np
 import torch
-
-from attnmem.core.compat import collect_rng_states, set_rng_states, set_sampler_epoch
 
 
 class Streams:
@@ -64,6 +64,23 @@ class Streams:
         self.states = [dict(s) for s in states]
 
 
+def collect_rng_states() -> dict[str, Any]:
+    """The global random states of torch, torch.cuda, numpy and Python (the keys of Lightning's own record)."""
+    return {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state(),
+            "torch.cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+
+def set_rng_states(states: dict[str, Any]) -> None:
+    """Make `states` (`collect_rng_states`) the global random states."""
+    torch.set_rng_state(states["torch"])
+    if states.get("torch.cuda"):
+        torch.cuda.set_rng_state_all(states["torch.cuda"])
+    if "numpy" in states:
+        np.random.set_state(states["numpy"])
+    version, state, gauss = states["python"]
+    random.setstate((version, tuple(state), gauss))  # a checkpoint may hold the state tuple as a list
+
+
 def _torch_states() -> dict[str, Any]:
     states = {"torch": torch.get_rng_state()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -99,7 +116,10 @@ class ReplicaLoader:
     def set_epoch(self, epoch: int) -> None:
         """Pass the epoch to the replicas' loaders' samplers (the algorithmic tasks draw each epoch's batches by it)."""
         for loader in self.loaders:
-            set_sampler_epoch(loader, epoch)
+            found = (getattr(loader, "sampler", None), getattr(getattr(loader, "batch_sampler", None), "sampler", None))
+            for sampler in {id(s): s for s in found if s is not None}.values():  # each sampler once
+                if callable(getattr(sampler, "set_epoch", None)):
+                    sampler.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[list[Any]]:
         iterators = []

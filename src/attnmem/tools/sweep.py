@@ -14,6 +14,8 @@ would pass (`${args_no_hyphens}`), so a local job and a W&B job run the same con
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import sys
 import time
 from datetime import datetime
@@ -238,8 +240,18 @@ def _job(overrides: list[str], index: int, out: Path) -> list[str]:
 def _print_failures(returns: list[Any], indices: list[int]) -> None:
     for i, ret in zip(indices, returns):
         if ret.status == JobStatus.FAILED:
-            error = compat.job_error(ret)
+            error = _job_error(ret)
             print(f"error: job {i} failed: {type(error).__name__}: {error}", file=sys.stderr)
+
+
+def _job_error(ret: Any) -> BaseException:
+    """The exception a failed job raised: `JobReturn.return_value` raises it (and writes a line, swallowed here)."""
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            value = ret.return_value
+    except Exception as err:  # whatever the job raised
+        return err
+    raise ValueError(f"the job did not fail (it returned {value!r})")
 
 
 def _print_plan(spec: dict[str, Any], jobs: list[list[str]], extra: list[str]) -> None:
