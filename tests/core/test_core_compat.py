@@ -134,18 +134,6 @@ def test_memn2n_without_the_batched_test_gives_the_same_logits(monkeypatch: pyte
     torch.testing.assert_close(net(story, query), packed)  # every slot encoded
 
 
-def test_softmax_backward_is_still_upstream_and_its_formula_gives_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert getattr(torch.ops.aten, "_softmax_backward_data", None) is not None, gone(
-        "torch", "torch.ops.aten._softmax_backward_data")
-    x, grad = torch.randn(4, 7, dtype=torch.float64, requires_grad=True), torch.randn(4, 7, dtype=torch.float64)
-    y = torch.softmax(x, -1)
-    (expected,) = torch.autograd.grad(y, x, grad)
-    kernel = compat.softmax_backward(grad, y.detach())
-    monkeypatch.setattr(torch.ops.aten, "_softmax_backward_data", None)
-    torch.testing.assert_close(kernel, expected)
-    torch.testing.assert_close(compat.softmax_backward(grad, y.detach()), expected)
-
-
 def test_set_last_lr_sets_what_get_last_lr_reports_and_leaves_a_scheduler_without_it_alone() -> None:
     optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.1)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1)

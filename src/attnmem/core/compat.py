@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SUBCLASSED", "apply_unbound", "batches_that_stepped", "checkpoint_step",
     "full_key", "hydra_callbacks", "maybe_batched", "process_dataloader", "set_last_lr",
-    "softmax_backward", "upstream",
+    "upstream",
 ]
 
 
@@ -68,17 +68,6 @@ def maybe_batched(tensor: Tensor) -> bool:
     """Whether `tensor` may be a `vmap` BatchedTensor (always True where torch no longer says)."""
     is_batched = upstream("torch._C._functorch", "is_batchedtensor")
     return True if is_batched is None else bool(is_batched(tensor))
-
-
-# torch.ops.aten._softmax_backward_data: softmax's backward in one kernel. Public path: its formula,
-# y ∘ (g - Σ g ∘ y), the fallback (three kernels).
-def softmax_backward(grad: Tensor, output: Tensor, dim: int = -1) -> Tensor:
-    """The gradient of `softmax(x, dim)` at `x`, from `output = softmax(x, dim)` and the gradient `grad` of it."""
-    import torch
-    kernel = getattr(torch.ops.aten, "_softmax_backward_data", None)
-    if kernel is None:
-        return output * (grad - (grad * output).sum(dim, keepdim=True))
-    return kernel(grad, output, dim, output.dtype)
 
 
 # torch.optim.lr_scheduler.LRScheduler._last_lr: what `get_last_lr()` returns until the next `step()`. No public

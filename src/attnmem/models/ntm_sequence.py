@@ -11,7 +11,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from attnmem.core import compat
 from attnmem.core.autograd import Function
 from attnmem.core.float32 import in_float32
 
@@ -54,7 +53,8 @@ def _windows(weights: Tensor, k: int) -> Tensor:
 
 
 def _softmax_backward(grad: Tensor, output: Tensor) -> Tensor:
-    return compat.softmax_backward(grad, output, -1)
+    # y ∘ (g - Σ g ∘ y); aten's private `_softmax_backward_data` saved nothing measurable (docs/benchmarks.md)
+    return output * (grad - (grad * output).sum(-1, keepdim=True))
 
 
 def _affine(add: Tensor | None, x: Tensor, weight: Tensor, replicas: int) -> Tensor:
