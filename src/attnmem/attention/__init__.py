@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import warnings
 from collections.abc import Callable
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -177,7 +178,8 @@ class MultiHead(nn.Module):
                 for h, score in enumerate(self.scores)
             ]  # per head: (B, Tq, Dh), (B, Tq, Tk)
             context = torch.stack([c for c, _ in heads], 1)  # (B, H, Tq, Dh)
-            weights = torch.stack([w for _, w in heads], 1) if need_weights else None  # (B, H, Tq, Tk)
+            # (B, H, Tq, Tk); with need_weights every head returned its weights, none is None
+            weights = torch.stack(cast(list[Tensor], [w for _, w in heads]), 1) if need_weights else None
         return context, weights
 
     def forward(

@@ -13,7 +13,7 @@ from torch import Tensor
 __all__ = ["allowed"]
 
 
-def _shape(t: Tensor | torch.Size) -> str:
+def _shape(t: tuple[int, ...]) -> str:
     return "(" + ", ".join(str(n) for n in t) + ")"
 
 

@@ -307,8 +307,8 @@ class Cosine(nn.Module):
             q·k / (|q| |k|): (B, Tq, Tk), or (Tq, Tk), in at least float32.
         """
         # q·k / (|q| |k|), the norms dividing the (Tq, Tk) dots: no normalised copy of the keys (an NTM's memory)
-        q_norm = query.norm(dim=-1, keepdim=True).clamp_min(self.eps)  # (B, Tq, 1)
-        k_norm = keys.norm(dim=-1).clamp_min(self.eps).unsqueeze(-2)  # (B, 1, Tk)
+        q_norm: Tensor = query.norm(dim=-1, keepdim=True).clamp_min(self.eps)  # (B, Tq, 1)
+        k_norm: Tensor = keys.norm(dim=-1).clamp_min(self.eps).unsqueeze(-2)  # (B, 1, Tk)
         return (query @ keys.transpose(-1, -2)) / (q_norm * k_norm)  # (B, Tq, Tk)
 
     def forward(self, query: Tensor, keys: Tensor) -> Tensor:
