@@ -43,6 +43,9 @@ def check_pairs(owner: str, patterns: Tensor, pairs: Tensor, size: int, partner_
 class PairStorage(nn.Module):
     """The correlation matrix W (M, N) of the stored pairs, and whether any are stored yet."""
 
+    weights: Tensor  # buffers
+    stored: Tensor
+
     def __init__(self, owner: str, size: int, partner_size: int) -> None:
         super().__init__()
         self.owner, self.size, self.partner_size = owner, size, partner_size

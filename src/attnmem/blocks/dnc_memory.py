@@ -7,7 +7,7 @@ memory step. Both the sequence model (`models/dnc.py`) and the bAbI reader (`mod
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple, cast
 
 import torch
 import torch.nn.functional as F
@@ -115,11 +115,12 @@ class _LinkStep(Function):
         return new, *directional_weights(new, read_weights)
 
     @staticmethod
-    def setup_context(ctx, inputs: tuple[Tensor, ...], output: tuple[Tensor, ...]) -> None:  # noqa: ANN001
+    def setup_context(ctx: Any, inputs: tuple[Tensor, ...], output: tuple[Tensor, ...]) -> None:
         ctx.save_for_backward(*inputs, output[0])
 
     @staticmethod
-    def backward(ctx, grad_link: Tensor, grad_forward: Tensor, grad_backward: Tensor):  # noqa: ANN001
+    def backward(ctx: Any, grad_link: Tensor, grad_forward: Tensor,
+                 grad_backward: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         link, w, p, rw, new = ctx.saved_tensors
         # f = rw L_t^T, b = rw L_t: d rw = g_f L_t + g_b L_t^T, dL_t = G + g_f^T rw + rw^T g_b (one product, width 2R)
         grad_rw = grad_forward @ new + grad_backward @ new.transpose(1, 2)
@@ -137,7 +138,7 @@ class _LinkStep(Function):
 def link_step(link: Tensor, write_weights: Tensor, precedence: Tensor,
               read_weights: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """L_t, f_t and b_t (`link_update`, `directional_weights`) from L_{t-1}, w^w_t, p_{t-1} and w^r_{t-1}."""
-    return _LinkStep.apply(link, write_weights, precedence, read_weights)
+    return cast("tuple[Tensor, Tensor, Tensor]", _LinkStep.apply(link, write_weights, precedence, read_weights))
 
 
 def read_weights(backward: Tensor, content: Tensor, forward: Tensor, modes: Tensor) -> Tensor:
@@ -176,7 +177,8 @@ class DNCMemory(nn.Module):
         self.interface_size = sum(self.sizes)
         content = score(query_dim=w, key_dim=w)
         # Cosine's own β would be a second temperature, unused: keep only its similarity, not the module
-        self.similarity = content.similarity if hasattr(content, "similarity") else content
+        self.similarity = cast(Callable[[Tensor, Tensor], Tensor],
+                               content.similarity if hasattr(content, "similarity") else content)
 
     def initial_state(self, batch_size: int, like: Tensor) -> MemoryState:
         """An empty memory: zero contents, usage, links, precedence, weightings and reads."""

@@ -3,7 +3,7 @@ with a faster gradient on a CPU."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -17,7 +17,7 @@ __all__ = ["embedding", "lookup"]
 def embedding(vocab_size: int, embed_dim: int, embeddings: Tensor | None, freeze: bool) -> nn.Embedding:
     """Word embeddings: pretrained ones when given (their width wins over `embed_dim`), else random."""
     if embeddings is not None:
-        return nn.Embedding.from_pretrained(embeddings.float(), freeze=freeze, padding_idx=0)
+        return cast(nn.Embedding, nn.Embedding.from_pretrained(embeddings.float(), freeze=freeze, padding_idx=0))
     return nn.Embedding(vocab_size, embed_dim, padding_idx=0)
 
 
@@ -25,7 +25,7 @@ def lookup(weight: Tensor, ids: Tensor, padding_idx: int | None = None) -> Tenso
     """`F.embedding(ids, weight, padding_idx)`: rows of `weight (V, d)` for `ids (...)`, (..., d); the same values
     and gradient, the gradient summed by one `index_add` on a CPU (Embedding's CPU backward adds row by row:
     4-5x slower for MemN2N's tables)."""
-    return _Lookup.apply(weight, ids, padding_idx)
+    return cast(Tensor, _Lookup.apply(weight, ids, padding_idx))
 
 
 class _Lookup(Function):

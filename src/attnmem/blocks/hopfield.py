@@ -57,7 +57,8 @@ class HopfieldPooling(nn.Module):
         width = self.hopfield.hidden_size if self.hopfield.static[1] else input_size
         self.pooling_weights = nn.Parameter(torch.empty(quantity, width), requires_grad=trainable)  # (Q, D)
         nn.init.normal_(self.pooling_weights, mean=0.0, std=0.02)
-        self.register_load_state_dict_pre_hook(self._old_keys)
+        # torch leaves this hook's registration unannotated; untyped_calls_exclude misses it called on a subclass
+        self.register_load_state_dict_pre_hook(self._old_keys)  # type: ignore[no-untyped-call]
 
     @staticmethod
     def _old_keys(module: nn.Module, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
@@ -98,10 +99,15 @@ class HopfieldPooling(nn.Module):
             states = states.transpose(0, 1)
         out = self.hopfield((stored, states, projection), stored_pattern_padding_mask, association_mask,
                             return_association=return_association)
+        pooled: Tensor
+        xi: Tensor | None
         pooled, xi = out if return_association else (out, None)
         pooled = pooled if self.hopfield.batch_first else pooled.transpose(0, 1)
         pooled = pooled.flatten(start_dim=1)  # (B, Q · output_size)
-        return (pooled, xi) if return_association else pooled
+        if not return_association:
+            return pooled
+        assert xi is not None  # the core returns (output, ξ) with return_association
+        return pooled, xi
 
 
 class HopfieldLayer(nn.Module):
@@ -137,7 +143,8 @@ class HopfieldLayer(nn.Module):
             target = width if "pattern_projection_size" not in hopfield else core.pattern_projection_size
             self.target_weights = nn.Parameter(torch.empty(quantity, target), requires_grad=lookup_targets_as_trainable)
             nn.init.normal_(self.target_weights, mean=0.0, std=0.02)
-        self.register_load_state_dict_pre_hook(self._old_keys)
+        # torch leaves this hook's registration unannotated; untyped_calls_exclude misses it called on a subclass
+        self.register_load_state_dict_pre_hook(self._old_keys)  # type: ignore[no-untyped-call]
 
     @staticmethod
     def _old_keys(module: nn.Module, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
@@ -171,5 +178,6 @@ class HopfieldLayer(nn.Module):
         targets = stored if self.target_weights is None else self.target_weights.expand(batch, -1, -1)
         if not self.hopfield.batch_first:
             stored, targets = stored.transpose(0, 1), targets.transpose(0, 1)
-        return self.hopfield((stored, input, targets), stored_pattern_padding_mask, association_mask,
-                             return_association=return_association)
+        out: Tensor | tuple[Tensor, Tensor] = self.hopfield((stored, input, targets), stored_pattern_padding_mask,
+                                                            association_mask, return_association=return_association)
+        return out

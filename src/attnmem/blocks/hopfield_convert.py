@@ -7,7 +7,12 @@ or as `q_proj_weight`, `k_proj_weight`, `v_proj_weight` when the widths differ, 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from torch import Tensor, nn
+
+if TYPE_CHECKING:
+    from attnmem.blocks.hopfield_layer import Hopfield
 
 __all__ = ["from_hflayers_state_dict"]
 
@@ -40,12 +45,12 @@ def from_hflayers_state_dict(state_dict: dict[str, Tensor], module: nn.Module) -
             converted[key] = value
     hf = {key[len(prefix + "association_core."):]: value for key, value in state_dict.items()
           if key.startswith(prefix + "association_core.")}
-    for name, value in _core(hf, core).items():
+    for name, value in _core(hf, cast("Hopfield", core)).items():  # a Hopfield, or the one a pooling/layer holds
         converted[prefix + name] = value
     return converted
 
 
-def _core(hf: dict[str, Tensor], core: nn.Module) -> dict[str, Tensor]:
+def _core(hf: dict[str, Tensor], core: Hopfield) -> dict[str, Tensor]:
     heads = core.num_heads
     parts = [(name, width) for name, width, static in (
         ("query_proj", heads * core.hidden_size, core.static[1]),

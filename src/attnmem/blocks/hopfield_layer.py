@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import cast
 
 import torch
 from torch import Tensor, nn
@@ -100,6 +101,7 @@ class Hopfield(nn.Module):
         super().__init__()
         self._check_options(input_size, num_heads, hidden_size, update_steps_max, update_steps_eps, dropout,
                             concat_bias_pattern, pattern_projection_as_connected, stored_pattern_as_static)
+        assert input_size is not None  # _check_options raised otherwise
         self.num_heads, self.batch_first = num_heads, batch_first
         self.hidden_size = hidden_size or input_size // num_heads
         self.pattern_size = pattern_size or self.hidden_size
@@ -188,7 +190,7 @@ class Hopfield(nn.Module):
         fn = getattr(torch, name, None)
         if not callable(fn):
             raise ValueError(f"Hopfield: association_activation={name!r} is not a torch function (e.g. 'tanh')")
-        return fn
+        return cast(Callable[[Tensor], Tensor], fn)
 
     def reset_parameters(self) -> None:
         """hflayers' initialisation: projections N(0, 0.02²), biases 0, LayerNorms at identity."""
@@ -246,7 +248,10 @@ class Hopfield(nn.Module):
         if self.association_activation is not None:
             output = self.association_activation(output)
         output = output if self.batch_first else output.transpose(0, 1)
-        return (output, xi) if return_association else output
+        if not return_association:
+            return output
+        assert xi is not None  # update returns ξ with need_weights=return_association
+        return output, xi
 
     def _unpack(self, input: Patterns) -> tuple[Tensor, Tensor, Tensor]:
         if isinstance(input, Tensor):
@@ -271,7 +276,10 @@ class Hopfield(nn.Module):
         keys, query, values = project([stored, state, projection], [
             (self.norm_stored_pattern, self.key_proj), (self.norm_state_pattern, self.query_proj), value_part])
         if self.connected:
-            values = self.value_proj(self.key_proj(values))  # (B, S, H·pd) W_V reads W_K's projection
+            assert self.key_proj is not None  # _check_options refuses connected with static stored patterns
+            # None with pattern_projection_as_static too (no W_V): that combination fails here, a TypeError
+            value_proj = cast(nn.Linear, self.value_proj)
+            values = value_proj(self.key_proj(values))  # (B, S, H·pd) W_V reads W_K's projection
         keys = _heads(keys, self.num_heads, self.static[0])  # (B, H, S, hd)
         query = _heads(query, self.num_heads, self.static[1])  # (B, H, L, hd)
         shared = self.static[2] and not self.connected  # W_K's projection is already per head

@@ -35,7 +35,9 @@ def _fusable(a: Part, b: Part) -> bool:
     (norm_a, linear_a), (norm_b, linear_b) = a, b
     if linear_a is None or linear_b is None or (norm_a is None) != (norm_b is None):
         return False
-    return norm_a is None or norm_a.eps == norm_b.eps
+    if norm_a is None or norm_b is None:
+        return True  # both None: one is only where the other is (above)
+    return norm_a.eps == norm_b.eps
 
 
 def _shared_rows(x: Tensor, parts: list[Part]) -> list[Tensor]:
@@ -60,9 +62,11 @@ def _mapped(x: Tensor, parts: list[Part]) -> list[Tensor]:
     return list(joint.split([w.shape[0] for w in weights], dim=-1))
 
 
-def _folded(norm: nn.LayerNorm | None, linear: nn.Linear) -> tuple[Tensor, Tensor | None]:
+def _folded(norm: nn.LayerNorm | None, linear: nn.Linear | None) -> tuple[Tensor, Tensor | None]:
     """W diag g and W b + c: the linear map of the LayerNorm's affine output from its plain output."""
-    weight, bias = linear.weight, linear.bias
+    assert linear is not None  # several parts are fused only when each has its linear map (`_fusable`)
+    weight: Tensor = linear.weight
+    bias: Tensor | None = linear.bias
     if norm is None or norm.weight is None:
         return weight, bias
     shift = weight @ norm.bias if norm.bias is not None else None

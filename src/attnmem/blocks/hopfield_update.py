@@ -70,10 +70,12 @@ def update(query: Tensor, keys: Tensor, values: Tensor, score: nn.Module, keep: 
         one = fused if fused is not None and not need_weights and keep is None else score
         return attend(query, keys, values, one, attn_mask=keep, need_weights=need_weights)
     state, xi = attend(query, keys, keys, score, attn_mask=keep)  # ξ Y (B, H, L, hd), ξ (B, H, L, S)
+    assert xi is not None  # attend returns the weights unless need_weights=False
     active = _still_moving(None, xi, 0, steps_max, eps)
     step = 1
     while bool(active.any()):
         next_state, next_xi = attend(state, keys, keys, score, attn_mask=keep)
+        assert next_xi is not None  # as above
         heads = active.view(1, -1, 1, 1)  # a settled head keeps its ξ (hflayers updates the active heads only)
         previous, xi = xi, torch.where(heads, next_xi, xi)
         state = torch.where(heads, next_state, state)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
@@ -10,7 +12,7 @@ from attnmem.core.float32 import recurrent
 
 __all__ = ["CELLS", "Encoder", "check_rnn_options", "compact", "layer_state", "stacked", "step_state"]
 
-CELLS = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
+CELLS: dict[str, Callable[..., nn.RNNBase]] = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
 
 
 def check_rnn_options(

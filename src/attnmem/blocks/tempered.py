@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from torch import Tensor, nn
 
 from attnmem.core.float32 import in_float32
@@ -21,6 +23,8 @@ class Tempered(nn.Module):
             for scores (B, H, Tq, Tk)); a tensor is kept as a buffer, so it follows the module's device.
     """
 
+    beta: float | Tensor  # a buffer when a tensor
+
     def __init__(self, score: nn.Module, beta: float | Tensor) -> None:
         super().__init__()
         if isinstance(beta, Tensor):
@@ -37,5 +41,5 @@ class Tempered(nn.Module):
     @in_float32  # a large β would amplify 16-bit rounding of the scores
     def forward(self, query: Tensor, keys: Tensor) -> Tensor:
         if self.scales_query:
-            return self.score(self.beta * query, keys)  # (B, Tq, Tk) score(βq, k) = β·score(q, k)
-        return self.beta * self.score(query, keys)  # (B, Tq, Tk)
+            return cast(Tensor, self.score(self.beta * query, keys))  # (B, Tq, Tk) score(βq, k) = β·score(q, k)
+        return cast(Tensor, self.beta * self.score(query, keys))  # (B, Tq, Tk)

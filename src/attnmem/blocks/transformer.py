@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -61,6 +62,8 @@ class Positions(nn.Module):
     `max_len` is the model's positional capacity: a longer sequence is a ValueError, never a silent wrap.
     """
 
+    table: Tensor  # (max_len, D): a buffer (sinusoidal) or a parameter (learned)
+
     def __init__(self, dim: int, max_len: int, kind: str, dropout: float) -> None:
         super().__init__()
         self.max_len = max_len
@@ -78,7 +81,7 @@ class Positions(nn.Module):
                 f"a sequence of {end} positions is longer than max_len={self.max_len}, the model's positional "
                 "capacity: build it with a larger max_len (model.max_len in a run)"
             )
-        return self.dropout(x + self.table[start:end])  # (B, T, D)
+        return cast(Tensor, self.dropout(x + self.table[start:end]))  # (B, T, D)
 
 
 class Residual(nn.Module):
@@ -128,7 +131,7 @@ class EncoderLayer(nn.Module):
 class Encoder(nn.Module):
     """A stack of encoder layers; pre-LN stacks end in a LayerNorm (post-LN layers end normalised already)."""
 
-    def __init__(self, *, layers: int, norm_first: bool, **layer_options) -> None:
+    def __init__(self, *, layers: int, norm_first: bool, **layer_options: Any) -> None:
         super().__init__()
         self.layers = nn.ModuleList(EncoderLayer(norm_first=norm_first, **layer_options) for _ in range(layers))
         self.norm = nn.LayerNorm(layer_options["d_model"]) if norm_first else nn.Identity()

@@ -21,7 +21,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 AUTOCAST_DEVICES = ("cpu", "cuda", "mps")
 
 
-def recurrent(layer: nn.Module, inputs: Tensor, state: Any = None) -> Any:
+def recurrent(layer: nn.Module, inputs: Tensor | PackedSequence, state: Any = None) -> Any:
     """Call an RNN/LSTM/GRU layer or cell in float32 with autocast off; plain call outside autocast.
 
     `inputs` may be a `PackedSequence` (its `.float()` casts the data)."""
