@@ -1,13 +1,13 @@
-# Two commands: `make train` (installs the `train` extra) and `make test` (the `dev` extra); `make docs` builds
-# the documentation site into site/. Torch is installed only when the venv has none, from TORCH_SPEC, so a user's
-# own CUDA build is kept (pyproject only asks for torch>=2.3,<3).
+# Two commands: `make train` (installs the `train` extra) and `make test` (the `dev` extra); `make typecheck` runs
+# mypy (pyproject's [tool.mypy]), `make docs` builds the documentation site into site/. Torch is installed only
+# when the venv has none, from TORCH_SPEC, so a user's own CUDA build is kept (pyproject only asks for torch>=2.3,<3).
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: venv dev train test docs bench clean
+.PHONY: venv dev train test typecheck docs bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ train: venv
 test: dev
 	$(BIN)/python -m pytest $(ARGS)
 
+# mypy --strict on the public API (attnmem.nn, attention, blocks, models.contract): pyproject's [tool.mypy]
+typecheck: dev
+	$(BIN)/mypy
+
 # the site from docs/ and the docstrings (MkDocs Material + mkdocstrings), warnings as errors; the two variables
 # silence the banners some plugins print about MkDocs 2 (the docs extra pins mkdocs<2)
 docs: venv
@@ -39,4 +43,4 @@ bench: venv
 	$(BIN)/python benchmarks/threads.py
 
 clean:
-	rm -rf outputs .pytest_cache site
+	rm -rf outputs .pytest_cache .mypy_cache site
