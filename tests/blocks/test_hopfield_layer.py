@@ -117,6 +117,11 @@ def test_score_by_name_class_or_factory_and_bad_options():
         Hopfield(8, normalize_state_pattern=False)
     with pytest.raises(ValueError, match="association_activation='nope' is not a torch function"):
         Hopfield(8, association_activation="nope")
+    with pytest.raises(ValueError, match="pattern_projection_as_static=True leaves unprojected: set one of them"):
+        Hopfield(8, pattern_projection_as_static=True, pattern_projection_as_connected=True)
+    with pytest.raises(ValueError, match="pattern_projection_as_connected needs the stored patterns' projection"):
+        Hopfield(8, stored_pattern_as_static=True, pattern_projection_as_connected=True)
+    assert Hopfield(8, pattern_projection_as_connected=True)(x).shape == (2, 3, 8)
     assert Hopfield(8, association_activation="tanh")(x * 100).abs().max() <= 1
 
 

@@ -99,9 +99,9 @@ class Hopfield(nn.Module):
                  add_zero_association: bool = False, disable_out_projection: bool = False,
                  score: str | Callable[..., nn.Module] = "dot", concat_bias_pattern: bool = False) -> None:
         super().__init__()
-        self._check_options(input_size, num_heads, hidden_size, update_steps_max, update_steps_eps, dropout,
-                            concat_bias_pattern, pattern_projection_as_connected, stored_pattern_as_static)
-        assert input_size is not None  # _check_options raised otherwise
+        input_size = self._check_options(input_size, num_heads, hidden_size, update_steps_max, update_steps_eps,
+                                         dropout, concat_bias_pattern, pattern_projection_as_connected,
+                                         stored_pattern_as_static, pattern_projection_as_static)
         self.num_heads, self.batch_first = num_heads, batch_first
         self.hidden_size = hidden_size or input_size // num_heads
         self.pattern_size = pattern_size or self.hidden_size
@@ -136,7 +136,8 @@ class Hopfield(nn.Module):
     @staticmethod
     def _check_options(input_size: int | None, num_heads: int, hidden_size: int | None,
                        steps: int | None, eps: float, dropout: float, concat_bias: bool, connected: bool,
-                       stored_static: bool) -> None:
+                       stored_static: bool, projection_static: bool) -> int:
+        """`input_size`, once it and the other options are checked: one line for each bad value or pair."""
         if input_size is None or input_size < 1:
             raise ValueError(f"Hopfield: input_size must be an int >= 1, got {input_size}")
         if num_heads < 1 or (hidden_size is None and input_size % num_heads):
@@ -153,6 +154,10 @@ class Hopfield(nn.Module):
         if connected and stored_static:
             raise ValueError("Hopfield: pattern_projection_as_connected needs the stored patterns' projection "
                              "(stored_pattern_as_static=False)")
+        if connected and projection_static:
+            raise ValueError("Hopfield: pattern_projection_as_connected projects the pattern projection, which "
+                             "pattern_projection_as_static=True leaves unprojected: set one of them to False")
+        return input_size
 
     def _input_widths(self) -> tuple[int, int, int]:
         """The widths of stored, state and projection as given: a static one is already in its head space."""
@@ -276,10 +281,9 @@ class Hopfield(nn.Module):
         keys, query, values = project([stored, state, projection], [
             (self.norm_stored_pattern, self.key_proj), (self.norm_state_pattern, self.query_proj), value_part])
         if self.connected:
-            assert self.key_proj is not None  # _check_options refuses connected with static stored patterns
-            # None with pattern_projection_as_static too (no W_V): that combination fails here, a TypeError
-            value_proj = cast(nn.Linear, self.value_proj)
-            values = value_proj(self.key_proj(values))  # (B, S, H·pd) W_V reads W_K's projection
+            # _check_options refuses connected with static stored patterns or a static pattern projection
+            assert self.key_proj is not None and self.value_proj is not None
+            values = self.value_proj(self.key_proj(values))  # (B, S, H·pd) W_V reads W_K's projection
         keys = _heads(keys, self.num_heads, self.static[0])  # (B, H, S, hd)
         query = _heads(query, self.num_heads, self.static[1])  # (B, H, L, hd)
         shared = self.static[2] and not self.connected  # W_K's projection is already per head
