@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "attnmem"
 CONF = SRC / "conf"  # the packaged configs
 # bottom to top; a module may import its own layer and those below
-LAYERS = ("core", "attention", "blocks", "models", "nn", "data", "evaluation", "tasks", "callbacks", "runtime", "tools")
+LAYERS = ("core", "attention", "blocks", "models", "nn", "data", "evaluation", "tasks", "callbacks", "replicas", "runtime", "tools")
 TOP = len(LAYERS)  # attnmem/__init__.py and __main__.py: the package's front door, above every layer
 MAX_FUNCTION_LINES, MAX_FILE_LINES = 50, 350
 KINDS = {"models": "model modules", "data": "datamodule modules", "sources": "data source modules",

@@ -60,13 +60,9 @@ PROVIDERS = {  # the docstring of each Protocol names these
     contract.RecallsPairs: {"BAM", "HeteroAssociative"},
     contract.WordVectors: {"NNLM", "CW", "Word2Vec"},
     contract.AdaptsModel: {"MemN2NQA", "NTMSequence", "DNCSequence"},
-    contract.ReplicasBatched: {"MemN2NQA", "NTMSequence", "DNCSequence", "Transformer", "TransformerSequence"},
-    contract.ReplicaPads: {"MemN2NQA"},
-    contract.Draws: {"MemN2NQA"},
-    contract.Folds: {"MemN2NQA"},
 }
 # tensor models with a method of a capability's name but another signature: the run-time check sees only names
-LOOKALIKES = {(contract.MemoryTrace, "DNC"), (contract.Draws, "MemN2N"), (contract.StoresPatterns, "BAM"),
+LOOKALIKES = {(contract.MemoryTrace, "DNC"), (contract.StoresPatterns, "BAM"),
               (contract.StoresPatterns, "HeteroAssociative")}
 
 
@@ -89,7 +85,7 @@ def test_a_capability_is_satisfied_by_the_models_that_declare_it_and_no_other(mo
 
 def test_a_model_declaring_capabilities_is_still_a_plain_module(models):
     net = models["MemN2NQA"]
-    twin = copy.deepcopy(net).to("meta")  # as `Replicas` copies it
-    assert isinstance(twin, contract.Folds) and twin.folds == net.folds and isinstance(twin, nn.Module)
+    twin = copy.deepcopy(net).to("meta")  # as the replicas' batched path copies it
+    assert isinstance(twin, contract.AfterClipping) and isinstance(twin, nn.Module)
     twin.load_state_dict(net.state_dict(), assign=True)
     assert type(twin).__init__ is MemN2NQA.__init__  # the Protocol's metaclass leaves the constructor alone

@@ -75,11 +75,7 @@ def test_memn2n_qa_gives_the_models_results_and_forwards_what_training_calls():
     assert torch.equal(out.pred, pred) and torch.equal(torch.stack(out.attention, 1), attention)
     net.linear_start = True
     assert net.memn2n.linear_start and net.linear_start
-    assert net.draws(batch) == {} and net.train().draws(batch)["rn_keys"].shape == (3, 4 + 1)  # RN: ceil(4·0.1)
-    assert net.folds and len(net.weight_matrices()) == len(net.memn2n.weight_matrices())
-    folded = net.fold([batch, batch])
-    assert folded["story"].shape == (6, 4, 3) and torch.equal(folded["replica"], torch.tensor([0, 0, 0, 1, 1, 1]))
-    assert torch.equal(folded["story"][3:], torch.where(batch["story"] > 0, batch["story"] + 12, 0))
+    assert len(net.weight_matrices()) == len(net.memn2n.weight_matrices())
 
 
 @pytest.mark.parametrize(("adapter", "name", "options"), [

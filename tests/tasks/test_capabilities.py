@@ -1,4 +1,4 @@
-"""The family modules and `Replicas` use a model's optional capabilities through the Protocols of
+"""The family modules use a model's optional capabilities through the Protocols of
 models/contract.py: a stand-in net that declares one is used, one that lacks it is not (or is refused)."""
 
 from __future__ import annotations
@@ -10,13 +10,11 @@ from torch import Tensor, nn
 
 from attnmem.core.dims import EmbeddingsDims, PatternsDims, QADims
 from attnmem.core.errors import UserError
-from attnmem.models.contract import AfterClipping, CarriesState, Draws, RecallsPairs, StoresPatterns, WordVectors
+from attnmem.models.contract import AfterClipping, CarriesState, RecallsPairs, StoresPatterns, WordVectors
 from attnmem.tasks import tbptt
 from attnmem.tasks.embeddings import OBJECTIVES, EmbeddingsTask
 from attnmem.tasks.patterns import PatternsTask
 from attnmem.tasks.qa import QATask
-from attnmem.tasks.replica_streams import Streams
-from attnmem.tasks.replicas import Replicas
 
 torch.set_num_threads(1)
 SGD = {"_target_": "torch.optim.SGD", "_partial_": True, "lr": 0.1}
@@ -39,11 +37,6 @@ class Clipped(Plain, AfterClipping):
 
     def after_clipping(self) -> None:
         self.calls += 1
-
-
-class Drawing(Plain, Draws):
-    def draws(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
-        return {"noise": torch.rand(1)}
 
 
 class Auto(Plain, StoresPatterns):
@@ -77,24 +70,6 @@ def qa_task(net: nn.Module, **options: bool) -> QATask:
     dims = QADims(vocab_size=2, num_answers=2, memory_size=1, sentence_len=1, query_len=1, answer_words=[0, 1],
                   tasks=[])
     return QATask(net, optimizer=instantiate(SGD), dims=dims, **options)
-
-
-def test_replicas_call_each_replicas_after_clipping_where_its_net_has_one():
-    nets = [Clipped(), Clipped()]
-    module = Replicas([qa_task(n) for n in nets], streams=Streams([0, 1]), monitor="val/acc", mode="max",
-                      select=("val/acc", "max"))
-    for net in nets:
-        net.weight.grad = torch.full((2,), 30.0)
-    module.configure_gradient_clipping(None, 1.0, "norm")
-    assert [n.calls for n in nets] == [1, 1]
-    torch.testing.assert_close(nets[0].weight.grad.norm(), torch.tensor(1.0))  # clipped, then after_clipping
-    assert not module.model_draws and module.replica_pads == {}
-
-
-def test_replicas_decide_their_nets_capabilities_once():
-    module = Replicas([qa_task(Drawing()), qa_task(Drawing())], streams=Streams([0, 1]), monitor="val/acc",
-                      mode="max", select=("val/acc", "max"))
-    assert module.model_draws and module.after_clipping == [None, None] and not module.batched
 
 
 def test_the_qa_family_calls_after_clipping_only_where_the_net_has_it():

@@ -423,7 +423,7 @@ def test_an_override_that_needs_a_group_the_sweep_chooses_is_applied_to_every_jo
 
 
 def test_replicas_fold_a_sweeps_seeds_into_jobs_and_its_report_unfolds_them(tmp_path, capsys):
-    from attnmem.tools.sweep_replicas import fold
+    from attnmem.replicas.sweep import fold
 
     jobs = [["a=1", "seed=0"], ["a=1", "seed=1"], ["a=1", "seed=2"], ["a=1", "seed=5"], ["a=2", "seed=0"]]
     assert fold(jobs, 2, "train/error:min") == [
@@ -456,7 +456,7 @@ def test_seeds_that_cannot_fold_into_replicas_are_one_line(jobs, replicas, fragm
     from conftest import one_line
 
     from attnmem.core.errors import UserError
-    from attnmem.tools.sweep_replicas import fold
+    from attnmem.replicas.sweep import fold
 
     with pytest.raises(UserError) as err:
         fold(jobs, replicas)

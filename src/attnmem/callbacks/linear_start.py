@@ -11,6 +11,7 @@ from lightning.pytorch.callbacks import Callback
 from attnmem.core import compat
 from attnmem.core.errors import UserError
 from attnmem.models.contract import LinearStartable
+from attnmem.tasks.family import RunModule
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ class LinearStart(Callback):
         self.configured_lrs: list[list[float]] | None = None  # per optimizer, per param group
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-        for member in getattr(pl_module, "members", [pl_module]):  # every replica (replicas=R)
+        for member in pl_module.family_modules() if isinstance(pl_module, RunModule) else [pl_module]:
             if not isinstance(member.net, LinearStartable):
                 raise UserError(f"callbacks.linear_start: {type(member.net).__name__} has no linear start (MemN2N "
                                 "has): drop callbacks.linear_start (callbacks.linear_start=null)")
@@ -54,7 +55,7 @@ class LinearStart(Callback):
 
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         epoch = trainer.current_epoch
-        for member in getattr(pl_module, "members", [pl_module]):  # every replica (replicas=R)
+        for member in pl_module.family_modules() if isinstance(pl_module, RunModule) else [pl_module]:
             member.net.linear_start = epoch < self.end
         if self.lr is None:
             return

@@ -14,6 +14,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from attnmem.callbacks.csv_logger import logged_history
 from attnmem.evaluation.plots import learning_curves, save
+from attnmem.tasks.family import RunModule
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ class PlotCallback(L.Callback):
         self._record(trainer)
         out_dir = Path(trainer.default_root_dir) / self.dirname
         # replicas=R: the curves of the replica the run reports
-        prefix = f"replicas/{pl_module.pick_for_plots()}/" if hasattr(pl_module, "pick_for_plots") else ""
+        prefix = pl_module.curves_prefix() if isinstance(pl_module, RunModule) else ""
         history = curves(logged_history(trainer) or self.history, prefix)
         if history:
             path = out_dir / "learning_curves.png"

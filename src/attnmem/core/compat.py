@@ -120,7 +120,7 @@ def checkpoint_step(state: dict[str, Any]) -> int:
 
 
 # lightning.pytorch.trainer.connectors.data_connector._process_dataloader: what the trainer does to a loader it is
-# given (a distributed sampler under DDP, the strategy's processing, worker seeding); `runtime.replicas` applies it
+# given (a distributed sampler under DDP, the strategy's processing, worker seeding); `replicas.build` applies it
 # to the loaders inside its own, which the trainer never sees. No public path; fallback, for one process: the
 # strategy's `process_dataloader` and the worker seeding (`pl_worker_init_function`, public). Under a parallel
 # strategy (a distributed sampler needed) no fallback: one line.

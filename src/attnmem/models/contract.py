@@ -1,16 +1,15 @@
 """The optional capabilities of a model, each a `typing.Protocol` the training stack checks with `isinstance`.
 
-A family module, `Replicas` or a callback asks a model (the family module's `net`) for a capability only through
-these Protocols, never by probing attribute names (`docs/architecture.md`, "A typed model contract"). A model that
-has one declares it by subclassing its Protocol (`class MemN2NQA(nn.Module, AfterClipping, ...)`); a run-time check
-sees the members, so a model that merely has them passes too. `isinstance` on these Protocols inspects attributes
-on each call: code that runs every step decides once, when it is built. The replica Protocols (`ReplicasBatched`,
-`ReplicaPads`, `Draws`, `Folds`) are separate so that they can move with the replicas code.
+A family module, the replicas package or a callback asks a model (the family module's `net`) for a capability only
+through these Protocols, never by probing attribute names (`docs/architecture.md`, "A typed model contract"). A model
+that has one declares it by subclassing its Protocol (`class MemN2NQA(nn.Module, AfterClipping, ...)`); a run-time
+check sees the members, so a model that merely has them passes too. `isinstance` on these Protocols inspects attributes
+on each call: code that runs every step decides once, when it is built. How a model's replicas run batched
+(`replicas=R`) is the replicas package's business (`attnmem.replicas.models`), not the model's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from torch import Tensor, nn
@@ -18,15 +17,14 @@ from torch import Tensor, nn
 from attnmem.blocks.output import Output
 
 __all__ = [
-    "AdaptsModel", "AfterClipping", "CarriesState", "Draws", "Folds", "LinearStartable", "MemoryTrace",
-    "NamedAttention", "ReadHeads", "RecallsPairs", "ReplicaPads", "ReplicasBatched", "StoresPatterns", "WeightMatrices",
-    "WordVectors",
+    "AdaptsModel", "AfterClipping", "CarriesState", "LinearStartable", "MemoryTrace", "NamedAttention", "ReadHeads",
+    "RecallsPairs", "StoresPatterns", "WeightMatrices", "WordVectors",
 ]
 
 
 @runtime_checkable
 class AfterClipping(Protocol):
-    """Asked by the `qa` family module and `Replicas` (per replica) once the gradients are clipped, before the
+    """Asked by the `qa` family module and the replicas package (per replica) once the gradients are clipped, before the
     step: `after_clipping()` adjusts them (MemN2N: the pad word's gradient zeroed). MemN2N, MemN2NQA."""
 
     def after_clipping(self) -> None:
@@ -126,41 +124,3 @@ class AdaptsModel(Protocol):
     holds one model of class `tensor_model` under one attribute. MemN2NQA, NTMSequence, DNCSequence."""
 
     tensor_model: ClassVar[type[nn.Module]]
-
-
-@runtime_checkable
-class ReplicasBatched(Protocol):
-    """Asked by `Replicas`: where `replicas_batched` is true, `replicas=R` runs its replicas' forwards in one `vmap`
-    (or folded, `Folds`) instead of a loop. MemN2NQA, NTMSequence, DNCSequence, Transformer, TransformerSequence."""
-
-    replicas_batched: bool
-
-
-@runtime_checkable
-class ReplicaPads(Protocol):
-    """Asked by `Replicas` before a batched forward: `replica_pads` maps a batch key to the value that pads it along
-    dim 1, so replicas' batches of different lengths stack (MemN2N's empty memory slots). MemN2NQA."""
-
-    replica_pads: ClassVar[dict[str, float]]
-
-
-@runtime_checkable
-class Draws(Protocol):
-    """Asked by `Replicas` before a batched forward: `draws(batch)` the random numbers the training forward would
-    draw for `batch`, as batch keys, drawn under each replica's own stream. MemN2NQA."""
-
-    def draws(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
-        """The random numbers of the training forward on `batch`."""
-
-
-@runtime_checkable
-class Folds(Protocol):
-    """Asked by `Replicas` (`attnmem.tasks.replica_batch.Batched`): where `folds` is true, `fold(batches)` is one
-    batch of all R replicas' rows for one forward over their parameters stacked as one table each. MemN2NQA."""
-
-    @property
-    def folds(self) -> bool:
-        """Whether this model's replicas can run folded."""
-
-    def fold(self, batches: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
-        """The replicas' batches as one batch of all their rows."""

@@ -34,9 +34,8 @@ class MemN2N(nn.Module, AfterClipping, WeightMatrices, LinearStartable):
 
     `forward(story, query)` takes word ids and returns the answer logits. Time is each sentence's recency,
     computed from the story (no time input); the answer candidates are fixed at construction (`num_answers`,
-    `answer_words`). The qa family trains it through `attnmem.tasks.qa_nets.MemN2NQA`, whose batch also carries
-    RN's numbers drawn per replica (`rn_blank`, `rn_keys`: `draws`) and, for folded replicas, each row's replica
-    (`replica`); `answer` and `task` are the loss's and the metrics'.
+    `answer_words`). The qa family trains it through `attnmem.tasks.qa_nets.MemN2NQA`; `answer(story, query,
+    drawn)` is `forward` with RN's numbers drawn beforehand (`draws`).
 
     Args:
         vocab_size: V, the words (id 0 is the pad, nil, word).
@@ -282,21 +281,19 @@ class MemN2N(nn.Module, AfterClipping, WeightMatrices, LinearStartable):
         out = self.answer(story, query, self.draws(story))
         return (out.pred, torch.stack(out.attention, 1)) if return_attention else out.pred
 
-    def answer(self, story: Tensor, query: Tensor, drawn: dict[str, Tensor], rows: Tensor | None = None) -> Output:
-        """`forward`'s answer as an `Output`, from RN's numbers drawn beforehand: the call of the training adapter
-        (`tasks.qa_nets.MemN2NQA`), whose replicas may draw them together and run folded into one batch.
+    def answer(self, story: Tensor, query: Tensor, drawn: dict[str, Tensor]) -> Output:
+        """`forward`'s answer as an `Output`, from RN's numbers drawn beforehand (the training adapter's call,
+        `tasks.qa_nets.MemN2NQA`).
 
         Args:
             story: word ids of S sentences, as `forward`'s.
             query: word ids of the question, as `forward`'s.
             drawn: RN's numbers (`draws`; {} without RN).
-            rows: each row's replica when replicas run folded into one batch (`MemN2NQA.fold`); None otherwise.
 
         Shapes:
             - story: (B, S, L)
             - query: (B, L)
             - drawn: rn_blank (B, 1), rn_keys (B, S + ceil(S · random_noise))
-            - rows: (B,)
 
         Returns:
             `Output(pred (B, A), attention: per hop (B, S))`.
@@ -304,14 +301,9 @@ class MemN2N(nn.Module, AfterClipping, WeightMatrices, LinearStartable):
         if story.shape[1] > self.memory_size:
             raise ValueError(f"MemN2N: a story of {story.shape[1]} sentences exceeds memory_size={self.memory_size} "
                              "(data.memory_size in a run)")
-        nil = None  # each row's nil word (`nil_gradient`): row 0 of its replica's tables
-        if self.pad is None:
-            replica = rows if rows is not None else torch.zeros_like(query[:, 0], dtype=torch.long)  # (B,)
-            nil = replica * self.A[0].num_embeddings  # (B,)
+        nil = self._nil_rows(query)  # (B,) each row's nil word (`nil_gradient`), else None
         slot_mask = story.ne(0 if nil is None else nil.view(-1, 1, 1)).any(-1)  # (B, S) True for a real sentence
         time = self._time_index(slot_mask, drawn) if self.temporal else None
-        if time is not None and rows is not None:
-            time = time + self.memory_size * rows.unsqueeze(-1)  # (B, S) in replica r's rows of the time tables
         u = self._encode(self.B, query, nil).unsqueeze(1)  # (B, 1, d)
         memories, nothing = self._memories(story, slot_mask, time, nil)  # (B, S, d) each; (B, 1, d) each
         mask, linear = slot_mask.unsqueeze(1), self.linear_start  # (B, 1, S)
@@ -325,18 +317,17 @@ class MemN2N(nn.Module, AfterClipping, WeightMatrices, LinearStartable):
             o, weights = address(score, u, m, c, empty, empty_log, linear, empty_slot)
             u = (u if self.H is None else self.H(u)) + o  # (B, 1, d)
             attention.append(weights.squeeze(1))  # (B, S)
-        pred = self._tied_answers(u.squeeze(1), rows) if self.W is None else self.W(u.squeeze(1))
+        pred = self._tied_answers(u.squeeze(1)) if self.W is None else self.W(u.squeeze(1))
         return Output(pred=pred, attention=attention)  # (B, num_answers)
 
-    def _tied_answers(self, u: Tensor, rows: Tensor | None) -> Tensor:
+    def _nil_rows(self, query: Tensor) -> Tensor | None:
+        """The row of the tables that holds each example's nil word, `(B,)` zeros with `nil_gradient` (which
+        gives that row gradient); None otherwise (the pad word, `padding_idx`)."""
+        return torch.zeros_like(query[:, 0], dtype=torch.long) if self.pad is None else None  # (B,)
+
+    def _tied_answers(self, u: Tensor) -> Tensor:
         """Logits `u (B, d)` Wᵀ with Wᵀ = C^K's answer rows: (B, A); "vocabulary": (B, V), (B, V + S) with the time
-        words. Folded replicas (`rows`, `fold`): each replica's rows by its own C^K."""
-        if rows is not None:
-            table = self.C[-1].weight.unflatten(0, (-1, self.C[-1].num_embeddings))[:, self.output_words]  # (R, A, d)
-            if self.vocabulary_softmax and self.time_weight is not None:  # each replica's time words after its words
-                times = self.T_C[-1].weight.unflatten(0, (table.shape[0], -1))  # (R, S, d)
-                table = torch.cat([table, times], dim=1)  # (R, V + S, d)
-            return torch.bmm(u.unflatten(0, (table.shape[0], -1)), table.transpose(1, 2)).flatten(0, 1)  # (B, A)
+        words."""
         pred = u @ self.C[-1].weight[self.output_words].T  # (B, A); "vocabulary": (B, V)
         if self.vocabulary_softmax and self.time_weight is not None:  # the time words are words too
             pred = torch.cat([pred, u @ self.T_C[-1].weight.T], dim=-1)  # (B, V + S)

@@ -12,7 +12,6 @@ from torch import Tensor, nn
 from attnmem.attention import MultiHead
 from attnmem.blocks.output import Output
 from attnmem.blocks.transformer import Encoder, Positions, Residual, causal_mask, check_options, feed_forward
-from attnmem.models.contract import ReplicasBatched
 
 __all__ = ["Decoder", "DecoderLayer", "Transformer"]
 
@@ -88,7 +87,7 @@ class Decoder(nn.Module):
         return self.norm(x), inputs
 
 
-class Transformer(nn.Module, ReplicasBatched):
+class Transformer(nn.Module):
     """Transformer encoder-decoder, Vaswani et al. 2017, "Attention Is All You Need" (NeurIPS).
 
     Token embeddings times √d_model (§3.4) plus positions (§3.5), `layers` encoder and decoder layers
@@ -123,7 +122,6 @@ class Transformer(nn.Module, ReplicasBatched):
         norm_first: bool = True,
     ) -> None:
         super().__init__()
-        self.replicas_batched = dropout == 0  # replicas=R in one vmap; dropout's masks would come from one stream
         check_options(
             "Transformer",
             d_model=d_model,

@@ -10,12 +10,12 @@ from torch import Tensor, nn
 from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.output import Output
 from attnmem.blocks.transformer import causal_mask, encoder_stack
-from attnmem.models.contract import ReadHeads, ReplicasBatched
+from attnmem.models.contract import ReadHeads
 
 __all__ = ["TransformerSequence"]
 
 
-class TransformerSequence(nn.Module, ReadHeads, ReplicasBatched):
+class TransformerSequence(nn.Module, ReadHeads):
     """Encoder-only Transformer (Vaswani et al. 2017, §3.1 encoder) as a sequence model.
 
     Each input vector (B, T, W) is projected to d_model and the encoder is causal: step t sees steps
@@ -43,7 +43,6 @@ class TransformerSequence(nn.Module, ReadHeads, ReplicasBatched):
         norm_first: bool = True,
     ) -> None:
         super().__init__()
-        self.replicas_batched = dropout == 0  # replicas=R in one vmap; dropout's masks would come from one stream
         check_sizes("TransformerSequence", {"input_size": input_size, "output_size": output_size})
         self.read_heads = heads  # the sequence plots label every head a read head
         self.embed = nn.Linear(input_size, d_model)

@@ -27,6 +27,8 @@ from attnmem.core.atomic import write_json
 from attnmem.core.dims import Dims, kwargs
 from attnmem.core.errors import UserError
 from attnmem.data import catalog
+from attnmem.replicas import build as replicas
+from attnmem.replicas.module import Replicas
 from attnmem.runtime import (
     checkpoint,
     checkpoint_fit,
@@ -37,7 +39,6 @@ from attnmem.runtime import (
     manifest,
     option_types,
     process,
-    replicas,
     resume,
     run_dir_guard,
     run_lock,
@@ -91,6 +92,8 @@ def setup(
         return task_cls(net, optimizer=optimizer, scheduler=scheduler, dims=datamodule.dims, **cfg.task)
 
     datamodule, module = replicas.build(cfg, count, datamodule, family_module)
+    if isinstance(module, Replicas):
+        console.note(module.describe())
     wandb_run.choose_mode(cfg)
     loggers = [instantiate(c, **resume.logger_options(c, resume_at)) for c in (cfg.get("logger") or {}).values() if c]
     callbacks = replicas.callbacks(count, [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c])
@@ -137,10 +140,10 @@ def _train_and_test(
         start = time.perf_counter()
         _fit(trainer, module, datamodule, ckpt_path, out_dir)
         train_seconds = time.perf_counter() - start
-        best = _best_checkpoint(trainer, last=hasattr(module, "members"))
+        best = _best_checkpoint(trainer, last=isinstance(module, Replicas))
         metrics = resume.train_metrics(trainer)
         metrics |= _evaluate_best(trainer, module, datamodule, ckpt_path=best)
-        metrics |= module.report() if hasattr(module, "report") else {}
+        metrics |= module.report() if isinstance(module, Replicas) else {}
         metrics |= {
             "epoch": trainer.current_epoch,
             "global_step": trainer.global_step,
@@ -335,10 +338,8 @@ def _check_max_epochs(trainer_cfg: DictConfig) -> None:
     # Lightning takes max_epochs=0 and reports the untrained model as a finished run
     epochs = trainer_cfg.get("max_epochs")
     if isinstance(epochs, int) and epochs < 1 and epochs != -1 and not trainer_cfg.get("fast_dev_run"):
-        raise UserError(
-            f"trainer.max_epochs={epochs} trains nothing: pass trainer.max_epochs=1 or more "
-            "(or -1 for no limit, with trainer.max_steps)"
-        )
+        raise UserError(f"trainer.max_epochs={epochs} trains nothing: pass trainer.max_epochs=1 or more "
+                        "(or -1 for no limit, with trainer.max_steps)")
 
 
 def _finish_wandb(trainer: L.Trainer) -> None:

@@ -10,14 +10,26 @@ hook where it does more (patterns' and sequence's training steps), calling `supe
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
-from typing import Any, ClassVar
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import lightning as L
 import torch
 from torch import Tensor, nn
 
 from attnmem.tasks import hooks, optim
+
+
+@runtime_checkable
+class RunModule(Protocol):
+    """What the callbacks ask of the LightningModule a run trains: a `FamilyModule`, or the `Replicas` of
+    `attnmem.replicas` (R family modules side by side)."""
+
+    def family_modules(self) -> Sequence[FamilyModule]:
+        """The family modules it trains."""
+
+    def curves_prefix(self) -> str:
+        """The prefix of the logged keys its learning curves draw."""
 
 
 class FamilyModule(L.LightningModule, metaclass=abc.ABCMeta):
@@ -34,6 +46,14 @@ class FamilyModule(L.LightningModule, metaclass=abc.ABCMeta):
     net: nn.Module  # the model the family trains (a `conf/model` yaml's)
     optimizer_factory: Callable[..., torch.optim.Optimizer]  # the config's partial: `optimizer(params=...)`
     scheduler_factory: Callable[..., Any] | None  # the config's partial: `scheduler(optimizer=...)`, or None
+
+    def family_modules(self) -> Sequence[FamilyModule]:
+        """The family modules this LightningModule trains: itself."""
+        return [self]
+
+    def curves_prefix(self) -> str:
+        """The prefix of the logged keys its learning curves draw: none (its keys are the run's)."""
+        return ""
 
     @abc.abstractmethod
     def shared_step(self, batch: dict[str, Tensor], split: str, test_set: int = 0) -> Tensor | None:

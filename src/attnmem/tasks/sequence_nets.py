@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from attnmem.blocks.output import Output
-from attnmem.models.contract import AdaptsModel, CarriesState, MemoryTrace, ReadHeads, ReplicasBatched
+from attnmem.models.contract import AdaptsModel, CarriesState, MemoryTrace, ReadHeads
 from attnmem.models.dnc import DNC
 from attnmem.models.ntm import NTM, NTMState
 from attnmem.tasks.adapters import batch_tensor, constructor_of, nest_old_keys
@@ -21,13 +21,12 @@ from attnmem.tasks.adapters import batch_tensor, constructor_of, nest_old_keys
 __all__ = ["DNCSequence", "NTMSequence"]
 
 
-class NTMSequence(nn.Module, AdaptsModel, ReplicasBatched, CarriesState, ReadHeads):
+class NTMSequence(nn.Module, AdaptsModel, CarriesState, ReadHeads):
     """The NTM trained on the sequence family's batch: `net(batch)` is the `Output` of `batch["inputs"]` (B, T, I)
     from the initial state; the constructor is `NTM`'s."""
 
     families: ClassVar[tuple[str, ...]] = ("sequence",)
     tensor_model: ClassVar[type[nn.Module]] = NTM
-    replicas_batched = True  # replicas=R trains in one vmap (the fused loop has its vmap rule)
     __signature__ = constructor_of(NTM)
 
     def __init__(self, **options: Any) -> None:
@@ -53,13 +52,12 @@ class NTMSequence(nn.Module, AdaptsModel, ReplicasBatched, CarriesState, ReadHea
         return self.ntm.run_chunk(x, state)
 
 
-class DNCSequence(nn.Module, AdaptsModel, ReplicasBatched, MemoryTrace, ReadHeads):
+class DNCSequence(nn.Module, AdaptsModel, MemoryTrace, ReadHeads):
     """The DNC trained on the sequence family's batch: `net(batch)` is the `Output` of `batch["inputs"]` (B, T, I),
     with the memory trace the sequence plots draw; the constructor is `DNC`'s."""
 
     families: ClassVar[tuple[str, ...]] = ("sequence",)
     tensor_model: ClassVar[type[nn.Module]] = DNC
-    replicas_batched = True  # replicas=R trains in one vmap (the link step has its vmap rule)
     __signature__ = constructor_of(DNC)
 
     def __init__(self, **options: Any) -> None:

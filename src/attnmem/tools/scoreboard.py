@@ -26,10 +26,10 @@ import yaml
 from attnmem.core import atomic, packaged
 from attnmem.core.errors import UserError
 from attnmem.data.catalog import locate
+from attnmem.replicas.sweep import seeds_in
 from attnmem.tools import protocol as protocols
 from attnmem.tools.protocol import Protocol
 from attnmem.tools.scoreboard_elsewhere import kept_section, not_run, title
-from attnmem.tools.sweep_replicas import seeds_in
 from attnmem.tools.sweep_report import load_rows
 
 OUT = Path("docs/scoreboard.md")

@@ -34,8 +34,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnmem.core import atomic, compat, packaged
 from attnmem.core.errors import UserError
+from attnmem.replicas import sweep as sweep_replicas
 from attnmem.runtime import cli, extras
-from attnmem.tools import protocol, scoreboard, sweep_replicas, sweep_report
+from attnmem.tools import protocol, scoreboard, sweep_report
 from attnmem.tools.sweep_spec import (
     args_no_hyphens,
     first_point,

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 
 from attnmem.core import atomic
 from attnmem.core.errors import UserError
-from attnmem.tools import sweep_replicas
+from attnmem.replicas import sweep as sweep_replicas
 from attnmem.tools.sweep_spec import load_spec
 
 RATES = ("acc", "error", "exact_match", "f1", "em")

@@ -1,4 +1,5 @@
-"""`replicas=R` in a run: the checks, R family modules built from their own seeds, and the data they read."""
+"""`replicas=R` in a run: the checks, R family modules built from their own seeds, and the data they read (the
+runtime's one call into the replicas package, `runtime.run.setup`, and its evaluation's)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnmem.core import compat
 from attnmem.core.errors import UserError
-from attnmem.runtime import console
-from attnmem.tasks.replica_streams import ReplicaLoader, SharedLoader, Streams
-from attnmem.tasks.replicas import Replicas
+from attnmem.replicas.module import Replicas
+from attnmem.replicas.streams import ReplicaLoader, SharedLoader, Streams
 
 BYTES_PER_PARAMETER = 4 * 6  # float32: weights, gradient, two Adam moments, the best state, a batched copy
 
@@ -136,10 +136,6 @@ def build(cfg: DictConfig, count: int, datamodule: L.LightningDataModule,
                       keep_best=bool(checkpointing and checkpointing.get("monitor")),
                       patience=stopping.get("patience", 3) if stopping else None,
                       min_delta=float(stopping.get("min_delta", 0.0)) if stopping else 0.0)
-    path = "a loop over the replicas (its model has no batched path)"
-    if module.batched:
-        path = "one batch of all replicas' rows" if module.batched_forward[0].folds else "one batched vmap"
-    console.note(f"replicas={count} (seeds {cfg.seed}..{cfg.seed + count - 1}): {path}")
     return ReplicaData(datamodule, streams), module
 
 

@@ -5,9 +5,9 @@ Replica r is the family module a single run with `seed=seed+r` builds; it draws 
 on its own patience and, when its loss turns non-finite, stops there with its best state (a single run's
 `FiniteLoss` would stop the run). One optimizer over all replicas' parameters is R separate ones for
 elementwise optimizers (Adam, SGD). Their losses are summed, so each replica's gradient is its own.
-A model class with `replicas_batched = True` trains all replicas in one `vmap` or folded batch (`replica_batch`),
-their batches padded to one shape where it names the keys that pad (`replica_pads`: MemN2N's stories hold as many
-slots as each batch's longest); a step whose batches still differ, and the other classes, loop over them.
+A model with a batched path (`replicas.models.batched_path`) trains all replicas in one `vmap` or folded batch
+(`replicas.batch`), their batches padded to one shape where its path names the keys that pad (MemN2N's stories hold
+as many slots as each batch's longest); a step whose batches still differ, and the other models, loop over them.
 
 Logged: every replica's metrics as `replicas/<r>/<key>`; while training the plain keys hold the replicas'
 mean (what the progress bar, the checkpoint and the learning curves follow); in the final validation and test,
@@ -32,10 +32,11 @@ from torch import Tensor, nn
 
 from attnmem.blocks.output import Output
 from attnmem.core.errors import UserError
-from attnmem.models.contract import AfterClipping, Draws, ReplicaPads, ReplicasBatched
+from attnmem.models.contract import AfterClipping
+from attnmem.replicas.batch import Batched, aligned, serving, stackable
+from attnmem.replicas.models import batched_path
+from attnmem.replicas.streams import Streams
 from attnmem.tasks import hooks, optim
-from attnmem.tasks.replica_batch import Batched, aligned, serving, stackable
-from attnmem.tasks.replica_streams import Streams
 
 
 class Replicas(L.LightningModule):
@@ -48,11 +49,11 @@ class Replicas(L.LightningModule):
         self.members = nn.ModuleList(members)
         self.streams, self.monitor, self.mode, self.select = streams, monitor, mode, select
         self.patience, self.min_delta, self.keep_best = patience, abs(min_delta), keep_best
-        net = members[0].net  # the capabilities decided once (an isinstance of a Protocol inspects the net each call)
-        self.batched = isinstance(net, ReplicasBatched) and net.replicas_batched
-        self.batched_forward = [Batched(net)] if self.batched else []  # a list: not a submodule
-        self.model_draws = isinstance(net, Draws)
-        self.replica_pads = net.replica_pads if isinstance(net, ReplicaPads) else {}
+        path = batched_path(members[0].net)  # decided once: how the replicas run batched (None: a loop)
+        self.batched = path is not None
+        self.batched_forward = [Batched(path)] if path is not None else []  # a list: not a submodule
+        self.model_draws = path is not None and path.draws_numbers
+        self.replica_pads = path.pads if path is not None else {}
         self.after_clipping: list[Callable[[], None] | None] = [
             m.net.after_clipping if isinstance(m.net, AfterClipping) else None for m in members]
         r = len(members)
@@ -80,10 +81,11 @@ class Replicas(L.LightningModule):
         outs = None
         if self.batched and len(running) > 1:
             batches = list(batches)
-            if self.model_draws and self.training:  # each replica's draws first (`Draws`), under its stream, as
-                for r in running:  # its forward would make them
+            if self.model_draws and self.training:  # each replica's draws first (its path's `draws`), under its
+                path = self.batched_forward[0].path  # stream, as its forward would make them
+                for r in running:
                     with self.streams.use(r):
-                        batches[r] = batches[r] | self.members[r].net.draws(batches[r])
+                        batches[r] = batches[r] | path.draws(self.members[r].net, batches[r])
             outs = self._batched_outputs(running, batches)
         total, self.step_losses = None, {}
         for r in running:
@@ -100,7 +102,7 @@ class Replicas(L.LightningModule):
 
     def _batched_outputs(self, running: list[int], batches: list[dict[str, Tensor]]) -> dict[int, Output] | None:
         """The running replicas' outputs of one batched forward, their batches padded to one shape where the model
-        names what pads (`replica_pads`); None where they still differ (each replica then runs on its own)."""
+        names what pads (its path's `pads`); None where they still differ (each replica then runs on its own)."""
         together = aligned([batches[r] for r in running], self.replica_pads)
         if not stackable(together):
             return None
@@ -280,6 +282,22 @@ class Replicas(L.LightningModule):
         replica reports (its best, or its last where the run keeps no best)."""
         self.selected = self.choose(self.best_val if self.keep_best else self.last_val)
         return self.selected
+
+    def describe(self) -> str:
+        """One line: the replicas' seeds and how they run."""
+        seeds = self.streams.seeds
+        path = "a loop over the replicas (its model has no batched path)"
+        if self.batched:
+            path = "one batch of all replicas' rows" if self.batched_forward[0].path.folds else "one batched vmap"
+        return f"replicas={len(seeds)} (seeds {seeds[0]}..{seeds[-1]}): {path}"
+
+    def family_modules(self) -> list[L.LightningModule]:
+        """The replicas' family modules."""
+        return list(self.members)
+
+    def curves_prefix(self) -> str:
+        """The logged keys of the replica whose figures the run draws (`pick_for_plots`): `replicas/<r>/`."""
+        return f"replicas/{self.pick_for_plots()}/"
 
     def plot_examples(self, datamodule: L.LightningDataModule, out_dir: Path, num_examples: int) -> list[Path]:
         """The selected replica's figures."""

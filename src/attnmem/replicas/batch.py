@@ -3,18 +3,15 @@
 The parameters are stacked with `torch.stack` on every call, so gradients flow back to each replica's own
 module (`torch.func.stack_module_state` detaches). Buffers every replica holds alike (MemN2N's position
 encoding and linear-start flag) are passed once; those that differ (the NTM's random initial memory) are
-stacked too. A model whose training forward draws random numbers gets them through `draws(batch)`, called
-per replica under its own stream, so each replica draws what its single run would.
-
-A model whose weights are all lookup tables can go further (`folds`, `fold(batches)`): one batch of all replicas'
-rows, its ids moved into each replica's rows of the tables stacked as one (MemN2N); one plain forward then
-serves every replica, without `vmap`'s batching rules (whose embedding backward skips the pad word of the
-first replica only).
+stacked too. What a model needs beyond that is its path's (`replicas.models`): the batch keys that pad, the
+random numbers drawn per replica under its own stream (so each replica draws what its single run would), and,
+for a model whose weights are all lookup tables (MemN2N), one batch of all replicas' rows, its ids moved into each
+replica's rows of the tables stacked as one: one plain forward then serves every replica, without `vmap`'s
+batching rules (whose embedding backward skips the pad word of the first replica only).
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -25,7 +22,7 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 from attnmem.blocks.output import Output
-from attnmem.models.contract import Folds
+from attnmem.replicas.models import Vmapped
 
 
 def stackable(batches: Sequence[dict[str, Tensor]]) -> bool:
@@ -56,16 +53,14 @@ def aligned(batches: Sequence[dict[str, Tensor]], pads: dict[str, float]) -> lis
 
 class Batched:
     """The forward of R replicas of one model in one `vmap` of `functional_call` over their stacked parameters, or
-    in one plain call on all their rows where the model folds them (`folds`, `fold`).
+    in one plain call on all their rows where its path folds them (`Vmapped.folds`).
 
-    It calls a copy of the model on the meta device (it holds no data, so what a call leaves in it harms no
-    replica: torch's `functional_call` under `vmap` leaves batched tensors in tied modules). Each replica's
-    parameters and embeddings are looked up once (a parameter keeps its identity when a module moves).
+    Each replica's parameters and embeddings are looked up once (a parameter keeps its identity when a module
+    moves).
     """
 
-    def __init__(self, net: nn.Module) -> None:
-        self.base = copy.deepcopy(net).to("meta")
-        self.folds = isinstance(net, Folds) and net.folds  # decided once: whether replicas' rows fold into one batch
+    def __init__(self, path: Vmapped) -> None:
+        self.path = path
         self.params: dict[int, dict[str, nn.Parameter]] = {}
         self.buffer_names: dict[int, list[str]] = {}  # names only: a buffer is a new tensor when a module moves
         self.embeddings: dict[int, list[nn.Embedding]] = {}
@@ -73,7 +68,6 @@ class Batched:
 
     def __call__(self, nets: Sequence[nn.Module], batches: Sequence[dict[str, Tensor]]) -> list[Output]:
         """Each net's `Output` on its batch."""
-        self.base.train(nets[0].training)
         for net in nets:  # looked up once per net (`setdefault` would walk the modules on every call)
             if id(net) not in self.params:
                 self.params[id(net)] = dict(net.named_parameters())
@@ -84,17 +78,19 @@ class Batched:
         buffers = [{n: net.get_buffer(n) for n in named_buffers} for net, named_buffers in zip(nets, names)]
         shared = {n: b for n, b in buffers[0].items() if all(torch.equal(b, other[n]) for other in buffers[1:])}
         varied = {n: torch.stack([other[n] for other in buffers]) for n in buffers[0] if n not in shared}
-        self.folded = self.folds and not varied
+        self.folded = self.path.folds and not varied
+        base = self.path.folded_base if self.folded else self.path.base
+        base.train(nets[0].training)
         if self.folded:  # one forward over all replicas' rows, each
             flat = {n: p.flatten(0, 1) for n, p in params.items()}  # parameter one table of R x its rows
-            out = functional_call(self.base, (flat, shared), (self.base.fold(batches),))
+            out = functional_call(base, (flat, shared), (self.path.fold(batches),))
             return _unstack(out.pred.unflatten(0, (len(nets), -1)), [a.unflatten(0, (len(nets), -1))
                                                                       for a in out.attention])
         stacked = {k: torch.stack([b[k] for b in batches]) if isinstance(v, Tensor) else v
                    for k, v in batches[0].items()}
 
         def one(p: dict[str, Tensor], v: dict[str, Tensor], batch: dict[str, Tensor]) -> tuple[Tensor, ...]:
-            out = functional_call(self.base, (p, v, shared), (batch,))
+            out = functional_call(base, (p, v, shared), (batch,))
             return out.pred, tuple(out.attention)
 
         in_dims = {k: 0 if isinstance(v, Tensor) else None for k, v in stacked.items()}

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
 
-from attnmem.tasks.replica_streams import ReplicaLoader, Streams, collect_rng_states, set_rng_states
+from attnmem.replicas.streams import ReplicaLoader, Streams, collect_rng_states, set_rng_states
 
 
 def _draw() -> tuple[torch.Tensor, np.ndarray, float]:

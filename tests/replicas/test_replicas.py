@@ -158,9 +158,9 @@ def _one_clipping_norm(self, optimizer, gradient_clip_val=None, gradient_clip_al
 
 @pytest.mark.parametrize("broken", ["initialisation", "batch order", "clipping norm"])
 def test_the_equivalence_check_fails_for_replicas_that_share(broken, memn2n):
-    from attnmem.runtime import replicas
-    from attnmem.tasks.replica_streams import ReplicaLoader
-    from attnmem.tasks.replicas import Replicas
+    from attnmem.replicas import build as replicas
+    from attnmem.replicas.module import Replicas
+    from attnmem.replicas.streams import ReplicaLoader
 
     root, singles, _ = memn2n
     patches = {
@@ -214,7 +214,7 @@ def test_memn2n_replicas_fold_where_every_weight_is_a_table_else_vmap(option, pa
 
 
 def test_aligned_pads_the_named_keys_along_dim_1_to_the_longest():
-    from attnmem.tasks.replica_batch import aligned
+    from attnmem.replicas.batch import aligned
 
     short = {"story": torch.ones(2, 3, 4, dtype=torch.long), "rn_keys": torch.zeros(2, 4), "answer": torch.zeros(2)}
     long = {"story": torch.ones(2, 5, 4, dtype=torch.long), "rn_keys": torch.zeros(2, 6), "answer": torch.ones(2)}
@@ -230,8 +230,8 @@ def test_aligned_pads_the_named_keys_along_dim_1_to_the_longest():
 def test_memn2n_replicas_of_different_story_lengths_still_take_one_batched_step(tying, tmp_path):
     # generated task 2: the replicas' batches hold different numbers of sentences on most steps; padded with empty
     # slots (and RN's keys), each step is still one batched forward, and each replica still its seed's single run
-    from attnmem.tasks import replicas
-    from attnmem.tasks.replica_batch import Batched
+    from attnmem.replicas import module as replicas
+    from attnmem.replicas.batch import Batched
 
     quick = [*MEMN2N, "data.tasks=[2]", f"model.tying={tying}", "trainer.max_epochs=1", "callbacks.plots=null"]
     lengths, forwards = [], []
@@ -310,7 +310,8 @@ def test_bad_replica_options_stop_in_one_line(overrides, fragments, compose_cfg)
 
 
 def test_more_replicas_than_memory_holds_are_refused_with_the_number_that_fits(compose_cfg, monkeypatch):
-    from attnmem.runtime import replicas, run
+    from attnmem.replicas import build as replicas
+    from attnmem.runtime import run
 
     _, single, _ = run.setup(compose_cfg(*MEMN2N))
     params = sum(p.numel() for p in single.net.parameters())
