@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypedDict
 
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
@@ -10,9 +11,20 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from attnmem.blocks.checks import check_sizes
 from attnmem.core.float32 import recurrent
 
-__all__ = ["CELLS", "Encoder", "check_rnn_options", "compact", "layer_state", "stacked", "step_state"]
+__all__ = ["CELLS", "Encoder", "RNNOptions", "check_rnn_options", "compact", "layer_state", "stacked", "step_state"]
 
 CELLS: dict[str, Callable[..., nn.RNNBase]] = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
+
+
+class RNNOptions(TypedDict):
+    """The options an `Encoder` and `check_rnn_options` share, passed on as keywords by the recurrent models."""
+
+    cell: str
+    embed_dim: int
+    hidden_size: int
+    num_layers: int
+    bidirectional: bool
+    dropout: float
 
 
 def check_rnn_options(

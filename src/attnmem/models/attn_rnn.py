@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from attnmem.attention import attend
 from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.output import Output
-from attnmem.blocks.rnn import Encoder, check_rnn_options, layer_state, stacked, step_state
+from attnmem.blocks.rnn import Encoder, RNNOptions, check_rnn_options, layer_state, stacked, step_state
 from attnmem.core.float32 import recurrent
 
 __all__ = ["AttnRNN"]
@@ -78,8 +78,8 @@ class AttnRNN(nn.Module):
     ) -> None:
         super().__init__()
         check_sizes("AttnRNN", {"src_vocab_size": src_vocab_size, "tgt_vocab_size": tgt_vocab_size})
-        options = {"cell": cell, "embed_dim": embed_dim, "hidden_size": hidden_size, "num_layers": num_layers}
-        options |= {"bidirectional": bidirectional, "dropout": dropout}
+        options = RNNOptions(cell=cell, embed_dim=embed_dim, hidden_size=hidden_size, num_layers=num_layers,
+                             bidirectional=bidirectional, dropout=dropout)
         check_rnn_options("AttnRNN", **options)
         _check_attention_options(style, mode, window)
         self.style, self.mode, self.window = style, mode, window
@@ -151,6 +151,7 @@ class AttnRNN(nn.Module):
             distance = positions - center.unsqueeze(1)  # (B, Ls)
             mask = mask & (distance.abs() <= self.window)
         context, weights = attend(query.unsqueeze(1), keys, keys, self.score, attn_mask=mask.unsqueeze(1))
+        assert weights is not None  # attend returns the weights unless need_weights=False
         weights = weights.squeeze(1)  # (B, Ls)
         if self.mode == "local_p":
             sigma = self.window / 2

@@ -124,6 +124,7 @@ class BiDAF(nn.Module, NamedAttention):
         best = similarity.masked_fill(~question_mask.unsqueeze(1), float("-inf")).amax(-1).nan_to_num(neginf=0.0)
         keep = context_mask.unsqueeze(1)  # (B, 1, T)
         h_tilde, b = attend(h[:, :1], h, h, lambda *_: best.unsqueeze(1), attn_mask=keep)  # (B, 1, 2d)
+        assert a is not None and b is not None  # attend returns the weights unless need_weights=False
         g = torch.cat([h, u_tilde, h * u_tilde, h * h_tilde], dim=-1)  # h̃ tiled over t by broadcasting: (B, T, 8d)
         return g, a, b
 

@@ -8,7 +8,7 @@ from torch import Tensor, nn
 
 from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.output import Output
-from attnmem.blocks.rnn import Encoder, check_rnn_options, compact
+from attnmem.blocks.rnn import Encoder, RNNOptions, check_rnn_options, compact
 
 __all__ = ["BiGRUClassify"]
 
@@ -27,10 +27,11 @@ class BiGRUClassify(nn.Module):
                  hidden_size: int = 64, num_layers: int = 1, dropout: float = 0.0) -> None:
         super().__init__()
         check_sizes("BiGRUClassify", {"vocab_size": vocab_size, "num_classes": num_classes})
-        options = {"cell": "gru", "embed_dim": embed_dim, "hidden_size": hidden_size, "num_layers": num_layers}
-        check_rnn_options("BiGRUClassify", **options, dropout=dropout, bidirectional=True)
+        options = RNNOptions(cell="gru", embed_dim=embed_dim, hidden_size=hidden_size, num_layers=num_layers,
+                             bidirectional=True, dropout=dropout)
+        check_rnn_options("BiGRUClassify", **options)
         self.pad_id = pad_id
-        self.encoder = Encoder(vocab_size=vocab_size, pad_id=pad_id, bidirectional=True, dropout=dropout, **options)
+        self.encoder = Encoder(vocab_size=vocab_size, pad_id=pad_id, **options)
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(hidden_size, num_classes)
 

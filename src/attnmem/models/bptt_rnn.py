@@ -85,6 +85,11 @@ class BPTTRNN(nn.Module, CarriesState):
     """
 
     families: ClassVar[tuple[str, ...]] = ("sequence",)
+    w_xh: Tensor  # parameters, registered by name
+    w_hh: Tensor
+    b: Tensor
+    w_hy: Tensor
+    c: Tensor
 
     def __init__(self, *, input_size: int, output_size: int, hidden_size: int = 64) -> None:
         super().__init__()

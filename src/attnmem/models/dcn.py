@@ -54,6 +54,7 @@ class Coattention(nn.Module):
                                       attn_mask=document_mask.unsqueeze(1))
         values = torch.cat([question, summary_q], dim=-1)  # (B, n+1, 2l)
         context_d, weights_d = attend(document, question, values, self.score, attn_mask=question_mask.unsqueeze(1))
+        assert weights_q is not None and weights_d is not None  # attend returns the weights unless need_weights=False
         return context_d, summary_q, weights_q, weights_d
 
 
@@ -151,6 +152,7 @@ class DCN(nn.Module):
     ) -> tuple[list[Tensor], list[Tensor]]:
         """DCN+ (§2.1, eq. 5-10): the inputs of U's bi-LSTM and both layers' attention weights."""
         context_d, summary_q, weights_q, weights_d = first  # [S^D_1; C^D_1] (B, m+1, 2l), S^Q_1 (B, n+1, l)
+        assert self.summary_encoder is not None  # the second layer is DCN+'s, which has its summary encoder
         m, n, size = context_mask.shape[1], question_mask.shape[1], document.shape[-1]
         summary_d, coattention_d = context_d[:, :m].split(size, dim=-1)  # S^D_1, C^D_1 without d_∅: (B, m, l)
         document_2 = self.summary_encoder(summary_d, context_mask.sum(-1))  # E^D_2 (eq. 6): (B, m, 2l)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Iterable
+from typing import ClassVar, cast
 
 import torch
 import torch.nn.functional as F
@@ -57,16 +58,17 @@ class GCN(nn.Module):
         if not 0 <= dropout < 1:
             raise ValueError(f"GCN: dropout must be in [0, 1), got {dropout}")
         widths = [num_features] + [hidden_dim] * (layers - 1) + [num_classes]
-        self.weights = nn.ModuleList(nn.Linear(a, b, bias=True) for a, b in zip(widths, widths[1:]))  # W⁽ˡ⁾
-        for linear in self.weights:  # Glorot, as the paper (§5.3)
+        linears = [nn.Linear(a, b, bias=True) for a, b in zip(widths, widths[1:])]  # W⁽ˡ⁾
+        for linear in linears:  # Glorot, as the paper (§5.3)
             nn.init.xavier_uniform_(linear.weight)
             nn.init.zeros_(linear.bias)
+        self.weights = nn.ModuleList(linears)
         self.dropout = dropout
 
     def forward(self, batch: dict[str, Tensor]) -> Output:
         h = batch["features"]  # (N, F)
         a_hat = renormalized_adjacency(batch["edge_index"], h.shape[0])  # (N, N) sparse
-        for layer, linear in enumerate(self.weights):
+        for layer, linear in enumerate(cast("Iterable[nn.Linear]", self.weights)):  # a ModuleList of Linear layers
             h = F.dropout(h, self.dropout, self.training)
             h = propagate(a_hat, h @ linear.weight.T) + linear.bias  # Â H W, (N, width)
             if layer < len(self.weights) - 1:

@@ -60,11 +60,13 @@ class HAN(nn.Module):
         u_w = self.word_context.to(h.dtype).expand(len(h), 1, -1)  # (N, 1, H)
         # eqs. 5-7: (N, 1, H), (N, 1, L)
         sentence, alpha = attend(u_w, h, h, self.word_score, attn_mask=mask.unsqueeze(1))
+        assert alpha is not None  # attend returns the weights unless need_weights=False
         vectors = sentence.new_zeros(b * s, self.hidden_size).index_copy(0, index, sentence[:, 0])  # (B·S, H)
         present = real.view(b, s)  # (B, S), sentences left-aligned
         h_s = self._sentences(vectors.view(b, s, -1), present)  # eq. 8-9: (B, S, H)
         u_s = self.sentence_context.to(h_s.dtype).expand(b, 1, -1)  # (B, 1, H)
         doc, beta = attend(u_s, h_s, h_s, self.sentence_score, attn_mask=present.unsqueeze(1))  # eq. 10
+        assert beta is not None  # attend returns the weights unless need_weights=False
         word_weights = alpha.new_zeros(b * s, length).index_copy(0, index, alpha[:, 0]).view(b, s, length)
         return Output(pred=self.head(self.dropout(doc[:, 0])), attention=[word_weights, beta[:, 0]])  # eq. 11
 

@@ -99,6 +99,9 @@ class Hopfield(nn.Module, StoresPatterns):
     """
 
     families: ClassVar[tuple[str, ...]] = ("patterns",)
+    weights: Tensor  # buffers
+    bias: Tensor
+    stored: Tensor
 
     def __init__(self, *, size: int, update: str = "async", order: str = "random", max_steps: int = 100,
                  bias: float = 0.0) -> None:

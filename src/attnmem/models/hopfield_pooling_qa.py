@@ -33,6 +33,7 @@ class HopfieldPoolingQA(nn.Module):
     """
 
     families: ClassVar[tuple[str, ...]] = ("qa",)
+    position: Tensor  # a buffer
 
     def __init__(self, *, vocab_size: int, num_answers: int, memory_size: int, sentence_len: int,
                  score: Callable[..., nn.Module], embed_dim: int = 32, hops: int = 2, scaling: float = 1.0,
@@ -85,8 +86,10 @@ def _pooling(embed_dim: int, score: Callable[..., nn.Module], scaling: float, st
                            disable_out_projection=True, **off)
     with torch.no_grad():  # 0.2's initialisation (hflayers' N(0, 0.02²) learns more slowly here)
         pool.pooling_weights.normal_(std=embed_dim**-0.5)
-        pool.hopfield.key_proj.reset_parameters()
-        pool.hopfield.value_proj.reset_parameters()
+        core = pool.hopfield
+        assert core.key_proj is not None and core.value_proj is not None  # stored patterns and values are not static
+        core.key_proj.reset_parameters()
+        core.value_proj.reset_parameters()
     return pool
 
 

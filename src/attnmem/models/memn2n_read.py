@@ -25,7 +25,9 @@ def address(score: nn.Module, u: Tensor, m: Tensor, c: Tensor, empty: Tensor, em
         weights = score(u, m).masked_fill(empty, 0.0)  # (B, 1, S)
         return torch.bmm(weights, c), weights
     if empty_log is None:
-        return attend(u, m, c, score, key_padding_mask=empty[:, 0])
+        o, weights = attend(u, m, c, score, key_padding_mask=empty[:, 0])
+        assert weights is not None  # attend returns the weights unless need_weights=False
+        return o, weights
     # the memory's empty slots (up to memory_size) hold zero vectors that still take part in the
     # softmax, as in the reference code: together one "nothing" entry weighted by their count
     nothing = empty_log  # (B, 1, 1); a score linear in the key gives the zero vectors 0

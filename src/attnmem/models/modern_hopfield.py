@@ -33,6 +33,8 @@ class ModernHopfield(nn.Module, StoresPatterns):
     """
 
     families: ClassVar[tuple[str, ...]] = ("patterns",)
+    patterns: Tensor  # buffers
+    stored: Tensor
 
     def __init__(self, *, size: int, num_patterns: int, score: Callable[..., nn.Module], beta: float = 8.0,
                  update_steps: int = 1, eps: float = 1e-4) -> None:
@@ -100,5 +102,6 @@ class ModernHopfield(nn.Module, StoresPatterns):
                 energy.append(self.energy(states, scores))
             if last:
                 break
+        assert steps is not None  # update_steps >= 1: the loop ran
         stacked = torch.stack(energy, dim=-1) if energies else None
         return Retrieval(pred=states, energy=stacked, steps=steps, attention=attention, scores=first)

@@ -123,6 +123,10 @@ class NTM(nn.Module, CarriesState, ReadHeads):
         memory_init: "constant", "learned" or "random" (above).
     """
 
+    offsets: Tensor  # buffers (`initial_memory` a parameter when learned)
+    initial_weights: Tensor
+    initial_memory: Tensor
+
     def __init__(
         self,
         *,
@@ -153,11 +157,11 @@ class NTM(nn.Module, CarriesState, ReadHeads):
         self.heads_proj = nn.Linear(controller_size, heads * self.head_size + write_heads * 2 * m)
         self.output_proj = nn.Linear(controller_size + read_heads * m, output_size)
         content = score_factory(score, owner="NTM")(query_dim=m, key_dim=m)
-        cosine = isinstance(content, Cosine)
+        cosine = content if isinstance(content, Cosine) else None
         # Cosine's own β would be a second temperature, unused: keep only its similarity, not the module
-        self.similarity = content.similarity if cosine else content
+        self.similarity: Callable[[Tensor, Tensor], Tensor] = content if cosine is None else cosine.similarity
         # cosine addressing runs the fused loop with its hand-derived backward (models/ntm_sequence.py)
-        self.fused = Sizes(read_heads, write_heads, shift_range, self.lstm, content.eps) if cosine else None
+        self.fused = None if cosine is None else Sizes(read_heads, write_heads, shift_range, self.lstm, cosine.eps)
         self.register_buffer("offsets", torch.arange(-shift_range, shift_range + 1), persistent=False)
         self.register_buffer("initial_weights", F.one_hot(torch.zeros(heads, dtype=torch.long), n).float())
         if memory_init == "learned":

@@ -9,7 +9,7 @@ from torch import Tensor, nn
 
 from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.output import Output
-from attnmem.blocks.rnn import Encoder, check_rnn_options, compact
+from attnmem.blocks.rnn import Encoder, RNNOptions, check_rnn_options, compact
 
 __all__ = ["RNNQA"]
 
@@ -39,8 +39,8 @@ class RNNQA(nn.Module):
     ) -> None:
         super().__init__()
         check_sizes("RNNQA", {"vocab_size": vocab_size, "num_answers": num_answers})
-        options = {"cell": cell, "embed_dim": embed_dim, "hidden_size": hidden_size, "num_layers": num_layers}
-        options |= {"bidirectional": bidirectional, "dropout": dropout}
+        options = RNNOptions(cell=cell, embed_dim=embed_dim, hidden_size=hidden_size, num_layers=num_layers,
+                             bidirectional=bidirectional, dropout=dropout)
         check_rnn_options("RNNQA", **options)
         self.pad_id = pad_id
         self.encoder = Encoder(vocab_size=vocab_size, pad_id=pad_id, **options)

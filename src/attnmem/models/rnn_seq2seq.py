@@ -8,7 +8,7 @@ from torch import Tensor, nn
 
 from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.output import Output
-from attnmem.blocks.rnn import Encoder, check_rnn_options, layer_state, stacked, step_state
+from attnmem.blocks.rnn import Encoder, RNNOptions, check_rnn_options, layer_state, stacked, step_state
 from attnmem.core.float32 import recurrent
 
 __all__ = ["RNNSeq2Seq"]
@@ -40,8 +40,8 @@ class RNNSeq2Seq(nn.Module):
     ) -> None:
         super().__init__()
         check_sizes("RNNSeq2Seq", {"src_vocab_size": src_vocab_size, "tgt_vocab_size": tgt_vocab_size})
-        options = {"cell": cell, "embed_dim": embed_dim, "hidden_size": hidden_size, "num_layers": num_layers}
-        options |= {"bidirectional": bidirectional, "dropout": dropout}
+        options = RNNOptions(cell=cell, embed_dim=embed_dim, hidden_size=hidden_size, num_layers=num_layers,
+                             bidirectional=bidirectional, dropout=dropout)
         check_rnn_options("RNNSeq2Seq", **options)
         self.encoder = Encoder(vocab_size=src_vocab_size, pad_id=pad_id, **options)
         self.embed = nn.Embedding(tgt_vocab_size, embed_dim, padding_idx=pad_id)

@@ -133,6 +133,7 @@ class SAT(nn.Module):
         annotations, h = state["annotations"], state["h"]  # (B, L, D), (B, H)
         embedded = self.embed(tokens.long())  # E y_{t-1} (B, E)
         context, alpha = attend(h.unsqueeze(1), state["keys"], annotations, self.score)  # eqs. 4, 5, 13
+        assert alpha is not None  # attend returns the weights unless need_weights=False
         alpha = alpha.squeeze(1)  # (B, L)
         if self.attention_type == "hard":  # eq. 8: sample while training, the arg-max location at evaluation
             where = torch.multinomial(alpha.detach().float(), 1) if self.training else alpha.argmax(-1, keepdim=True)

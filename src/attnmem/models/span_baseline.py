@@ -66,6 +66,7 @@ class SpanBaseline(nn.Module):
         document = self.document_encoder(self.dropout(self.embedding(context)), context_mask.sum(-1))  # (B, m, 2h)
         query = self.question_encoder(self.dropout(self.embedding(question)), question_mask.sum(-1))  # (B, n, 2h)
         aligned, weights = attend(document, query, query, self.question_score, attn_mask=question_mask.unsqueeze(1))
+        assert weights is not None  # attend returns the weights unless need_weights=False
         states = self.modeling(torch.cat([document, aligned, document * aligned], dim=-1), context_mask.sum(-1))
         states = self.dropout(states)  # G: (B, m, 2h)
         pool_query = self.pool_query.expand(query.shape[0], -1, -1)  # (B, 1, 2h)

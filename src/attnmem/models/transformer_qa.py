@@ -51,6 +51,7 @@ class TransformerQA(nn.Module):
     """
 
     families: ClassVar[tuple[str, ...]] = ("qa",)
+    encoding: Tensor  # a buffer, registered with unit="sentence" only
 
     def __init__(
         self,
