@@ -202,9 +202,9 @@ def opened(url: str, offset: int, size: int | None) -> Body:
     length = int(response.headers["Content-Length"]) if "Content-Length" in response.headers else None
     start = offset if response.status_code == 206 else 0  # a 200 is the whole file: start over
     whole = re.fullmatch(r"bytes \d+-\d+/(\d+)", response.headers.get("Content-Range", ""))
-    total = int(whole.group(1)) if whole else (start + length if length is not None else size)
+    known = int(whole.group(1)) if whole else (start + length if length is not None else size)  # None: unknown
     response.raw.enforce_content_length = False  # else a cut loses the block it was reading; `receive` counts
-    return Body(start, total, response.iter_content(BLOCK), response.close)
+    return Body(start, known, response.iter_content(BLOCK), response.close)
 
 
 def available(url: str) -> bool:

@@ -300,6 +300,8 @@ class AlgorithmicDataModule(L.LightningDataModule):
 
     def level_check(self) -> list[dict[str, Tensor]]:
         """Fixed sequences of the current level, on which the curriculum decides to move on."""
+        if self.curriculum is None:
+            raise RuntimeError("level_check: no data.curriculum (the curriculum callback calls it only with one)")
         g, count = _generator(self.seed, 100 + self.level), self.curriculum.num_check
         return [make_batch(self.training_task(), count, g, group=False)]
 
@@ -322,7 +324,8 @@ class AlgorithmicDataModule(L.LightningDataModule):
         return DataLoader(data, batch_size=None, sampler=EpochSampler(self.steps_per_epoch))
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.val, batch_size=None)
+        # a list is a map-style dataset (__getitem__, __len__); torch's hint asks for a Dataset subclass
+        return DataLoader(self.val, batch_size=None)  # type: ignore[arg-type]
 
     def test_dataloader(self) -> list[DataLoader]:
-        return [DataLoader(batches, batch_size=None) for batches in self.test]
+        return [DataLoader(batches, batch_size=None) for batches in self.test]  # type: ignore[arg-type]  # as above

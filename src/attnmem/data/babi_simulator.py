@@ -134,6 +134,7 @@ def generate_story(rng: random.Random, task: int, questions: int, *, statements_
             if k > 200:  # cannot happen with >= 2 locations; a loud stop beats an endless loop
                 raise RuntimeError(f"babi_gen task {task}: no answerable question after {k} facts")
             lines.append(f"{len(lines) + 1} {world.act(rng, len(lines) + 1, objects=task in (2, 3))}")
+        assert question is not None  # the endless loop ends only at a question
         text, answer, supports = question
         lines.append(f"{len(lines) + 1} {text}\t{answer}\t{' '.join(map(str, supports))}")
     return lines

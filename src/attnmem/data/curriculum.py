@@ -57,7 +57,8 @@ class Curriculum:
         unknown = sorted(set(options) - {f.name for f in fields(cls)})
         if unknown:
             raise ValueError(f"data.curriculum: unknown option(s) {unknown}; it takes levels, threshold, num_check")
-        return cls(**{k: list(v) if k == "levels" else v for k, v in options.items()})
+        kwargs: dict[str, Any] = {k: list(v) if k == "levels" else v for k, v in options.items()}
+        return cls(**kwargs)
 
     def check_task(self, task: Algorithm) -> None:
         """ValueError naming `data.curriculum.levels` when a level lies outside the sizes the task can cap."""

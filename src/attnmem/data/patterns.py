@@ -12,7 +12,7 @@ hetero-associative memories (x → y, x ⇄ y).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 import lightning as L
 import numpy as np
@@ -78,7 +78,10 @@ class ProbeDataset(Dataset):
         return batch | ({"pairs": self.pairs} if self.pairs is not None else {})
 
 
-def _batch_as_is(batch: dict[str, Tensor]) -> dict[str, Tensor]:
+_Batch = TypeVar("_Batch")  # what the dataset's __getitems__ returns: DataLoader passes it to collate_fn
+
+
+def _batch_as_is(batch: _Batch) -> _Batch:
     return batch
 
 

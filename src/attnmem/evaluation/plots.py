@@ -90,13 +90,13 @@ def sequence_example(inputs: Tensor, targets: Tensor, outputs: Tensor, mask: Ten
     (outputs as probabilities), `mask (T,)` the output phase, `weights (T, heads, N)` read heads first.
     """
     heads = 0 if weights is None else weights.shape[1]
-    if heads:  # only the memory rows the heads touch, a few either side (all rows after a wrap-around)
+    panels = [("input", inputs.T), ("target", (targets * mask[:, None]).T), ("output", (outputs * mask[:, None]).T)]
+    if weights is not None and heads:  # only the memory rows the heads touch, a few either side (all after a wrap)
         used = (weights.amax((0, 1)) > 0.05).nonzero().flatten()
         low, high = max(0, int(used.min()) - 2), min(weights.shape[-1], int(used.max()) + 3)
         weights = weights[..., low:high]
-    panels = [("input", inputs.T), ("target", (targets * mask[:, None]).T), ("output", (outputs * mask[:, None]).T)]
-    panels += [((f"{'read' if h < read_heads else 'write'} {h if h < read_heads else h - read_heads}\n"
-                 f"rows {low}-{high - 1}"), weights[:, h].T) for h in range(heads)]
+        panels += [((f"{'read' if h < read_heads else 'write'} {h if h < read_heads else h - read_heads}\n"
+                     f"rows {low}-{high - 1}"), weights[:, h].T) for h in range(heads)]
     heights = [max(2, p.shape[0]) for _, p in panels[:3]] + [24] * heads
     fig, axes = plt.subplots(len(panels), 1, figsize=(max(4.0, 0.09 * inputs.shape[0] + 1.5), 0.06 * sum(heights) + 2),
                              gridspec_kw={"height_ratios": heights}, squeeze=False, layout="constrained")
@@ -273,9 +273,9 @@ def accuracy_by_length(buckets: dict[str, dict[str, float]], longer: dict[str, d
         left.plot(labels, [points[b] for b in labels], marker="o", label=name)
     left.set_xlabel("source length")
     left.set_ylabel("token accuracy (test)")
-    for name, points in sorted(longer.items()):
-        lengths = sorted(points)
-        right.plot([str(n) for n in lengths], [points[n] for n in lengths], marker="o", label=name)
+    for name, by_length in sorted(longer.items()):
+        lengths = sorted(by_length)
+        right.plot([str(n) for n in lengths], [by_length[n] for n in lengths], marker="o", label=name)
     right.set_xlabel("source length (longer than training)")
     right.set_ylabel("exact match (test)")
     for ax in (left, right):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pickle
 import re
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -16,7 +17,10 @@ from attnmem.core.errors import UserError
 # What a Lightning checkpoint of this project holds beyond tensors and plain containers: numpy's RNG
 # state (an ndarray of uint32) among the saved random states. Nothing here can run code when unpickled.
 # The array rebuilder is taken from an array's own pickle recipe: numpy 1 and 2 keep it in different modules.
-SAFE_GLOBALS = [np.zeros(0).__reduce__()[0], np.ndarray, np.dtype, type(np.dtype(np.uint32))]
+_REBUILD = cast(Callable[..., Any], np.zeros(0).__reduce__()[0])  # an array's recipe is (callable, args, ...)
+SAFE_GLOBALS: list[Callable[..., Any] | tuple[Callable[..., Any], str]] = [  # add_safe_globals' element type
+    _REBUILD, np.ndarray, np.dtype, type(np.dtype(np.uint32))
+]
 
 
 def allow_checkpoint_globals() -> None:

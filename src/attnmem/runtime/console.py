@@ -34,7 +34,7 @@ def print_config_tree(cfg: DictConfig) -> None:
         raise ValueError(f"print_config={how}: choose print_config={'|'.join(PRINT_CONFIG)}")
     if how == "none":
         return
-    keys = [k for k in TREE_ORDER if k in cfg] + [k for k in cfg if k not in TREE_ORDER and k != "paths"]
+    keys = [k for k in TREE_ORDER if k in cfg] + [str(k) for k in cfg if k not in TREE_ORDER and k != "paths"]
     if how == "collapsed":
         console.print(collapsed_config(cfg, keys), soft_wrap=True, highlight=False, markup=False)
         return
@@ -65,7 +65,7 @@ def collapsed_config(cfg: DictConfig, keys: list[str]) -> str:
 
 
 def _scalars(value: DictConfig, most: int = 6) -> str:
-    found = [f"{k}={v}" for k, v in value.items() if not str(k).startswith("_") and not isinstance(v, DictConfig)]
+    found = [f"{k!s}={v}" for k, v in value.items() if not str(k).startswith("_") and not isinstance(v, DictConfig)]
     return " ".join(found[:most]) + (" …" if len(found) > most else "")
 
 

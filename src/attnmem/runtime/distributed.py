@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from hydra.core.hydra_config import HydraConfig
@@ -100,7 +100,8 @@ def job_scope() -> Iterator[None]:
     and the launcher's environment variables go, so the next job of a multirun starts its own processes.
     """
     argv, env = list(sys.argv), {key: os.environ.get(key) for key in LAUNCH_ENV}
-    hydra = HydraConfig.get() if HydraConfig.initialized() else None
+    # HydraConfig.get is typed as its schema (HydraConf); what it returns is the config node, a DictConfig
+    hydra = cast(DictConfig, HydraConfig.get()) if HydraConfig.initialized() else None
     try:
         if hydra is not None:
             with read_write(hydra):

@@ -21,7 +21,7 @@ from typing import Any
 
 from hydra.errors import InstantiationException
 from hydra.utils import get_class
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from attnmem.core.errors import UserError
 
@@ -90,8 +90,11 @@ def moved_target(target: Any, run_dir: Path) -> Any:
     return MOVED[target]
 
 
-def apply_moved(cfg: DictConfig, run_dir: Path) -> DictConfig:
-    """`cfg` (a run's saved config) with its model's target replaced where it moved (`MOVED`), in place."""
+def apply_moved(cfg: DictConfig | ListConfig, run_dir: Path) -> DictConfig:
+    """`cfg` (a run's saved config, as `OmegaConf.load` reads it) with its model's target replaced where it moved
+    (`MOVED`), in place; one line when it is not a mapping."""
+    if not isinstance(cfg, DictConfig):
+        raise UserError(f"{run_dir}: its saved config is a list, not a run's config (a mapping of options)")
     if OmegaConf.select(cfg, "model._target_") in MOVED:
         cfg.model._target_ = moved_target(cfg.model._target_, run_dir)
     return cfg

@@ -28,15 +28,17 @@ def check(config: Any, target: Any = None) -> None:
             return
     hints = _hints(target) if target is not None else {}
     for key in config:
-        if str(key).startswith("_") or OmegaConf.is_missing(config, key) or OmegaConf.is_interpolation(config, key):
+        # is_interpolation's hint names int | str keys; it takes any DictConfig key (as is_missing's hint says)
+        if (str(key).startswith("_") or OmegaConf.is_missing(config, key)
+                or OmegaConf.is_interpolation(config, key)):  # type: ignore[arg-type]
             continue
         value = config[key]
         if isinstance(value, DictConfig):
             check(value)
         elif str(key) in hints and not _fits(value, hints[str(key)]):
-            name = f"{compat.full_key(config)}.{key}".lstrip(".")
+            name = f"{compat.full_key(config)}.{key!s}".lstrip(".")
             wanted = " or ".join(_NAMES[t] for t in hints[str(key)])
-            raise UserError(f"{name}={value}: expected {wanted} ({target.__name__} takes {key} as such)")
+            raise UserError(f"{name}={value}: expected {wanted} ({target.__name__} takes {key!s} as such)")
 
 
 def check_top_level(cfg: DictConfig, *keys: str) -> None:

@@ -11,6 +11,7 @@ import argparse
 import inspect
 import sys
 from pathlib import Path
+from typing import Any
 
 from hydra.utils import get_class
 from omegaconf import OmegaConf
@@ -22,8 +23,8 @@ from attnmem.core.errors import UserError
 START, END = "<!-- compat:start -->", "<!-- compat:end -->"
 
 
-def _classes(conf: Path, group: str) -> dict[str, type]:
-    """Option name -> the class its yaml's `_target_` names; one line when the folder holds none."""
+def _classes(conf: Path, group: str) -> dict[str, Any]:
+    """Option name -> the class its yaml's `_target_` names (with `family` or `families`); one line when none."""
     files = sorted((conf / group).glob("*.yaml"))
     if not files:
         raise UserError(f"--conf {conf}: no {group}/*.yaml there; pass a config folder with model/ and data/ "

@@ -91,9 +91,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"{bad}: expected name=run_dir")
     try:
         errors = {name: read_bit_errors(read_metrics(Path(d)), args.train_max) for name, d in runs.items()}
-        if all(errors.values()):
-            print(bit_error_table(errors))
-            fig = plots.bit_errors_by_length(errors, args.train_max)
+        found = {name: e for name, e in errors.items() if e}
+        if len(found) == len(errors):  # every run has bit errors per length
+            print(bit_error_table(found))
+            fig = plots.bit_errors_by_length(found, args.train_max)
         else:
             read = {name: read_run(Path(run_dir)) for name, run_dir in runs.items()}
             buckets, longer = {n: r[0] for n, r in read.items()}, {n: r[1] for n, r in read.items()}

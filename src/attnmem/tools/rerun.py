@@ -46,7 +46,9 @@ def rerun(run_dir: Path, extra: list[str] | None = None, conf_dir: Path | None =
         print(f"note: {run_dir} was made at commit {commit[:10]}; this checkout differs", file=sys.stderr)
     print("attnmem-train " + " ".join(overrides))
     with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3", job_name="train"):
-        return GlobalHydra.instance().hydra.run(CONFIG_NAME, train_job, overrides).return_value
+        hydra = GlobalHydra.instance().hydra
+        assert hydra is not None  # initialize_config_dir set it
+        return hydra.run(CONFIG_NAME, train_job, overrides).return_value
 
 
 def main(argv: list[str] | None = None) -> None:

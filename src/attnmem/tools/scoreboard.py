@@ -221,10 +221,11 @@ def _summary(table: Table, done: list[Row]) -> list[str]:
     if not done:
         return ["No row has a finished job yet."]
     k, unit = (100, "%") if proto.percent else (1, "")
-    ours = statistics.fmean(r.ours for r in done)
+    ours_values = [r.ours for r in done if r.ours is not None]  # all of done's: done is the rows with ours
+    ours = statistics.fmean(ours_values)
     ses = [r.se for r in done if r.se is not None]
     se = math.sqrt(sum(s * s for s in ses)) / len(ses) if ses else None
-    spread = statistics.fmean(r.mean for r in done)
+    spread = statistics.fmean(r.mean for r in done if r.mean is not None)  # a row with ours has a mean
     paper_rows = [r.paper for r in done if r.paper is not None]
     paper = figures["summary"].get("mean") if len(paper_rows) < len(done) else statistics.fmean(paper_rows)
     n = len(done)
@@ -237,7 +238,7 @@ def _summary(table: Table, done: list[Row]) -> list[str]:
     lines = [line] if proto.mean else []  # a mean over a curve's points or over models says nothing
     lines += [f"- Paper: {figures['summary']['text'].strip()}"] if "text" in figures["summary"] else []
     if proto.fail_above is not None:
-        ours_failed = sum(_failed(proto, r.ours) for r in done)
+        ours_failed = sum(_failed(proto, v) for v in ours_values)
         paper_failed = (
             sum(p > 100 * proto.fail_above for p in paper_rows) if paper_rows else figures["summary"].get("failed")
         )
@@ -293,7 +294,7 @@ def write(entries: list[tuple[Path, Path | None]], out: Path) -> str:
     tables = [build(d) for _, d in entries if d is not None]
     previous = out.read_text() if out.is_file() else ""
     titles = {f: title(f) for f, d in entries if d is None}
-    old = {f: kept_section(previous, t) for f, t in titles.items()}
+    old = {f: kept_section(previous, t) or "" for f, t in titles.items()}
     if not tables and not any(old.values()):
         raise UserError(
             f"no protocol run to put on the scoreboard ({len(entries)} protocols, none has a sweep "

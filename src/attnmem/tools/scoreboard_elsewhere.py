@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from attnmem.core import packaged
+from attnmem.core.errors import UserError
 from attnmem.tools import protocol as protocols
 from attnmem.tools.protocol import Protocol
 
@@ -16,7 +17,10 @@ NOT_RUN = " (not run on this machine yet)"
 
 def protocol(sweep_file: Path) -> Protocol:
     """The protocol of a sweep file of sweeps/paper/."""
-    return protocols.load(sweep_file, yaml.safe_load(sweep_file.read_text())["parameters"])
+    proto = protocols.load(sweep_file, yaml.safe_load(sweep_file.read_text())["parameters"])
+    if proto is None:  # the scoreboard lists the sweep files that have one
+        raise UserError(f"{sweep_file}: no {protocols.sidecar(sweep_file)}")
+    return proto
 
 
 def title(sweep_file: Path) -> str:

@@ -86,7 +86,8 @@ def check_jobs(jobs: list[list[str]], path: Path) -> None:
 def monitored_metric(job: list[str]) -> dict[str, str]:
     """The metric a job monitors (`monitor`, else its family's) as a sweep metric: what ranks a file without one."""
     cfg = compose(CONFIG_NAME, overrides=job)
-    task = get_class(get_class(cfg.data._target_).family_module)
+    data_cls: Any = get_class(cfg.data._target_)  # a datamodule class: its family_module names the family's task
+    task: Any = get_class(data_cls.family_module)  # a FamilyModule subclass (monitor, mode)
     mode = cfg.get("mode") or task.mode
     return {"name": cfg.get("monitor") or task.monitor, "goal": "maximize" if mode == "max" else "minimize"}
 
@@ -100,6 +101,7 @@ def _launch(jobs: list[list[str]], base: list[str]) -> list[Any]:
     # Hydra's own multirun without its sweeper: our job list is explicit (a sampled or partly done grid),
     # and a failed job is recorded, not raised, so the others still run
     hydra = GlobalHydra.instance().hydra
+    assert hydra is not None  # main runs the jobs inside initialize_config_dir
     cfg = hydra.compose_config(CONFIG_NAME, overrides=base, run_mode=RunMode.MULTIRUN, with_log_configuration=True)
     context = HydraContext(config_loader=hydra.config_loader, callbacks=compat.hydra_callbacks(cfg))
     launcher = Plugins.instance().instantiate_launcher(hydra_context=context, task_function=train_job, config=cfg)
@@ -123,8 +125,10 @@ def _optuna(spec: dict[str, Any], base: list[str], extra: list[str], seed: int) 
             f"mode={'max' if goal == 'maximize' else 'min'}",
         ]
     )
+    hydra = GlobalHydra.instance().hydra
+    assert hydra is not None  # main runs the study inside initialize_config_dir
     try:
-        GlobalHydra.instance().hydra.multirun(CONFIG_NAME, train_job, overrides)
+        hydra.multirun(CONFIG_NAME, train_job, overrides)
     except Exception as err:  # the Optuna sweeper stops at a failed trial; the report lists what finished
         print(f"error: the Optuna study stopped: {str(err).splitlines()[0]}", file=sys.stderr)
 

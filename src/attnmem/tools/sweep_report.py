@@ -111,7 +111,8 @@ def summarise(spec: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any
         }
         if test:
             tests = [r[test] for r in members if test in r]
-            row |= {"test_mean": statistics.fmean(tests), "test_std": _std(tests), "test_best": best.get(test)}
+            best_test = best.get(test) if best else None  # a test figure comes with a validation one (best)
+            row |= {"test_mean": statistics.fmean(tests), "test_std": _std(tests), "test_best": best_test}
         table.append(row)
     return {
         "settings": settings,

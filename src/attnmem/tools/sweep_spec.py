@@ -241,13 +241,13 @@ def _draw(rng: random.Random, param: dict[str, Any]) -> Any:
         return param["value"]
     if "values" in param:
         return rng.choices(param["values"], weights=param.get("probabilities"))[0]
-    dist, low, high = param["distribution"].removeprefix("q_"), param.get("min"), param.get("max")
+    dist = param["distribution"].removeprefix("q_")
     if dist == "int_uniform":
-        return rng.randint(low, high)
-    draw = {
-        "uniform": lambda: rng.uniform(low, high),
-        "log_uniform_values": lambda: math.exp(rng.uniform(math.log(low), math.log(high))),
-        "inv_log_uniform_values": lambda: math.exp(-rng.uniform(-math.log(high), -math.log(low))),
+        return rng.randint(param["min"], param["max"])
+    draw = {  # min and max: checked present for the distributions that take them
+        "uniform": lambda: rng.uniform(param["min"], param["max"]),
+        "log_uniform_values": lambda: math.exp(rng.uniform(math.log(param["min"]), math.log(param["max"]))),
+        "inv_log_uniform_values": lambda: math.exp(-rng.uniform(-math.log(param["max"]), -math.log(param["min"]))),
         "normal": lambda: rng.gauss(param["mu"], param["sigma"]),
         "log_normal": lambda: rng.lognormvariate(param["mu"], param["sigma"]),
         "beta": lambda: rng.betavariate(param["a"], param["b"]),

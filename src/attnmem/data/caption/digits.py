@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +47,7 @@ class DigitCanvas:
 
     data_files: list[Path] = []
 
-    def __init__(self, *, lengths: list[int] = (3, 3), test_lengths: list[int] = (), height: int = 16,
+    def __init__(self, *, lengths: Sequence[int] = (3, 3), test_lengths: Sequence[int] = (), height: int = 16,
                  width: int = 48, num_train: int = 1000, num_val: int = 200, num_test: int = 200,
                  val_fraction: float = 0.15, test_fraction: float = 0.15, seed: int = 0) -> None:
         low, high = lengths

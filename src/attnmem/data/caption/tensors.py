@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 from torch import Tensor
@@ -74,7 +75,10 @@ class CaptionDataset(Dataset):
         return batch
 
 
-def _as_is(batch: dict[str, Tensor]) -> dict[str, Tensor]:
+_Batch = TypeVar("_Batch")  # what the dataset's __getitems__ returns: DataLoader passes it to collate_fn
+
+
+def _as_is(batch: _Batch) -> _Batch:
     return batch
 
 

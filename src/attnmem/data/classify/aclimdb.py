@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tarfile
 from pathlib import Path, PurePosixPath
+from typing import cast
 
 from attnmem.core.download import Remote, check_sha256, fetch
 from attnmem.core.errors import UserError
@@ -13,7 +14,7 @@ from attnmem.data.classify.document import Document, parsed, split_documents
 __all__ = ["AclImdb"]
 
 _REMOTE = DATASETS["aclimdb"].remotes[0]  # the URL, name and sha256 pinned once, in the catalog of the data folder
-URL, ARCHIVE, SHA256 = _REMOTE.url, _REMOTE.name, _REMOTE.sha256
+URL, ARCHIVE, SHA256 = _REMOTE.url, _REMOTE.name, cast(str, _REMOTE.sha256)  # the catalog pins its sha256
 LABELS = ("neg", "pos")
 
 
@@ -26,7 +27,9 @@ def read_reviews(archive: Path, lowercase: bool) -> dict[str, list[Document]]:
             parts = PurePosixPath(member.name).parts
             if (member.isfile() and len(parts) == 4 and parts[0] == "aclImdb" and parts[1] in splits
                     and parts[2] in LABELS and parts[3].endswith(".txt")):
-                text = tar.extractfile(member).read().decode("utf-8", errors="replace")
+                file = tar.extractfile(member)
+                assert file is not None  # a regular file (isfile above)
+                text = file.read().decode("utf-8", errors="replace")
                 splits[parts[1]].append(parsed(parts[2], text, f"{archive}:{member.name}", lowercase))
     if not splits["train"]:
         raise UserError(f"{archive}: no aclImdb/train/pos/*.txt or neg/*.txt in the archive: is it {ARCHIVE} ({URL})?")

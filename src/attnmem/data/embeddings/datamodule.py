@@ -113,7 +113,7 @@ class EmbeddingsDataModule(L.LightningDataModule):
         return False
 
     def _loader(self, split: str) -> DataLoader:
-        if not self.streams:
+        if not self.streams or self.vocab is None:  # setup builds both
             raise RuntimeError("call setup() before using the datamodule's data")
         windows = Windows(
             self.streams[split],

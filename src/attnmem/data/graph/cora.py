@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import tarfile
 from pathlib import Path
+from typing import cast
 
 import torch
 
@@ -18,7 +19,7 @@ from attnmem.data.graph.graph import Graph, check_split_options, row_normalized,
 from attnmem.data.graph.text_files import SELF_LOOPS, parse_edges, parse_features, parse_labels, rows
 
 _REMOTE = DATASETS["cora"].remotes[0]  # the URL, name and sha256 pinned once, in the catalog of the data folder
-URL, ARCHIVE, SHA256 = _REMOTE.url, _REMOTE.name, _REMOTE.sha256
+URL, ARCHIVE, SHA256 = _REMOTE.url, _REMOTE.name, cast(str, _REMOTE.sha256)  # the catalog pins its sha256
 MEMBERS = ("cora.content", "cora.cites")
 
 
@@ -29,7 +30,9 @@ def read_members(archive: Path) -> dict[str, str]:
         for member in tar.getmembers():
             name = member.name.rsplit("/", 1)[-1]
             if member.isfile() and name in MEMBERS:
-                texts[name] = tar.extractfile(member).read().decode("utf-8")
+                file = tar.extractfile(member)
+                assert file is not None  # a regular file (isfile above)
+                texts[name] = file.read().decode("utf-8")
     missing = [m for m in MEMBERS if m not in texts]
     if missing:
         raise UserError(f"{archive}: no {missing[0]} in the archive: is it LINQS's cora.tgz? ({URL})")

@@ -55,7 +55,7 @@ def split_nodes(
     (null: all the rest) drawn at random; `where` names the data in errors."""
     order = torch.randperm(len(labels), generator=generator)
     order = order[labels[order] >= 0]  # labelled nodes, in random order
-    train = []
+    per_class = []
     for c in range(num_classes):
         of_class = order[labels[order] == c]
         if len(of_class) < train_per_class:
@@ -63,8 +63,8 @@ def split_nodes(
                 f"{where}: class {c} has {len(of_class)} labelled node(s), fewer than "
                 f"data.source.train_per_class={train_per_class}: lower it"
             )
-        train.append(of_class[:train_per_class])
-    train = torch.cat(train)
+        per_class.append(of_class[:train_per_class])
+    train = torch.cat(per_class)
     rest = order[~torch.isin(order, train)]
     num_test = len(rest) - num_val if num_test is None else num_test
     if num_val + num_test > len(rest) or num_test < 0:

@@ -33,7 +33,9 @@ def read_rows(path: Path) -> Rows:
 
 def parse_features(data: Rows, where: str) -> tuple[list[str], Tensor]:
     """Node names and features from rows `name x1 ... xF` (F the same on every line): names, (N, F)."""
-    names, values, index = [], [], {}
+    names: list[str] = []
+    values: list[list[float]] = []
+    index: dict[str, int] = {}  # name -> its line
     for n, fields in data:
         if len(fields) < 2:
             raise UserError(
@@ -65,7 +67,8 @@ def parse_features(data: Rows, where: str) -> tuple[list[str], Tensor]:
 def parse_labels(data: Rows, where: str, nodes: dict[str, int], features: str) -> tuple[Tensor, list[str]]:
     """Labels from rows `name label` of known `nodes` (name -> index), -1 for the unlisted: (N,), class names
     in sorted order; `features` names where the nodes come from, for errors."""
-    labels, seen = torch.full((len(nodes),), -1, dtype=torch.long), {}
+    labels = torch.full((len(nodes),), -1, dtype=torch.long)
+    seen: dict[str, int] = {}  # name -> its line
     for n, fields in data:
         if len(fields) != 2:
             raise UserError(

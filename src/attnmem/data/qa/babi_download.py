@@ -104,7 +104,9 @@ def extract_babi(archive: Path, root: Path) -> list[Path]:
             if len(parts) != 3 or parts[0] != ARCHIVE_ROOT or parts[1] not in FOLDERS or not member.isfile():
                 continue  # other languages, shuffled/ and any link are not needed: never extracted
             relative = f"{parts[1]}/{parts[2]}"
-            data = tar.extractfile(member).read()
+            file = tar.extractfile(member)
+            assert file is not None  # a regular file (isfile above)
+            data = file.read()
             digest, expected = hashlib.sha256(data).hexdigest(), pinned_sha256(relative)
             if expected is None:
                 log.warning("%s has no pinned sha256; accepted (sha256 %s)", relative, digest)

@@ -101,7 +101,7 @@ class BabiFiles:
             raise ValueError(f"data.source.val_fraction must be in (0, 1), got {val_fraction}")
         self.data_dir = Path(data_dir).expanduser()
         self.val_fraction, self.split_seed, self.cache, self.download = val_fraction, split_seed, cache, download
-        self.cache_dir, self.embeddings = cache_dir, embeddings and Path(embeddings)
+        self.cache_dir, self.embeddings = cache_dir, Path(embeddings) if embeddings else None
         self.data_files: list[Path] = []
 
     def prepare(self) -> None:

@@ -41,7 +41,7 @@ class BabiGenerator:
                               "locations": num_locations, "objects": num_objects,
                               "questions_per_story": questions_per_story}
         self.seed = seed
-        self.embeddings = embeddings and Path(embeddings)
+        self.embeddings = Path(embeddings) if embeddings else None
         # nothing else is read: the manifest hashes only the embeddings file, if any
         self.data_files: list[Path] = [self.embeddings] if self.embeddings else []
 

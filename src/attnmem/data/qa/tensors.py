@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -112,7 +112,10 @@ class QADataset(Dataset):
         return batch
 
 
-def _batch_as_is(batch: dict[str, Tensor]) -> dict[str, Tensor]:
+_Batch = TypeVar("_Batch")  # what the dataset's __getitems__ returns: DataLoader passes it to collate_fn
+
+
+def _batch_as_is(batch: _Batch) -> _Batch:
     """Collate for `QADataset`: `__getitems__` already returns the batch (module level so workers can pickle it)."""
     return batch
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import TypeVar
 
 import torch
 from torch import Tensor
@@ -66,7 +67,10 @@ class PairDataset(Dataset):
         return {k: v[:, : max(1, int((v != PAD).sum(1).max()))] for k, v in batch.items()}
 
 
-def _as_is(batch: dict[str, Tensor]) -> dict[str, Tensor]:
+_Batch = TypeVar("_Batch")  # what the dataset's __getitems__ returns: DataLoader passes it to collate_fn
+
+
+def _as_is(batch: _Batch) -> _Batch:
     return batch
 
 

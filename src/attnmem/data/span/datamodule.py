@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypedDict
 
 import lightning as L
 from torch import Tensor
@@ -44,6 +44,14 @@ class SpanSource(Protocol):
 
     def vectors(self, words: Collection[str]) -> Vectors | None:
         """The pretrained vectors of those `words` that have one, or None for randomly initialised embeddings."""
+
+
+class _Sizes(TypedDict):
+    """The keyword arguments of `build_examples` a datamodule fixes."""
+
+    max_context_len: int
+    max_question_len: int
+    lowercase: bool
 
 
 class SpanDataModule(L.LightningDataModule):
@@ -85,7 +93,9 @@ class SpanDataModule(L.LightningDataModule):
             if value < low:
                 raise ValueError(f"data.{name} must be >= {low}, got {value}")
         self.source = source
-        self.sizes = {"max_context_len": max_context_len, "max_question_len": max_question_len, "lowercase": lowercase}
+        self.sizes: _Sizes = {
+            "max_context_len": max_context_len, "max_question_len": max_question_len, "lowercase": lowercase
+        }
         self.min_count, self.batch_size, self.num_workers = min_count, batch_size, num_workers
         self.word_len = word_len
         self.data_files = list(source.data_files)

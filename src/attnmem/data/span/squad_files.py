@@ -151,13 +151,14 @@ class SquadFiles:
                 raise ValueError(f"data.source.{name} must be in [0, 1), got {value}")
         if val_path is None and val_fraction == 0:
             raise ValueError("data.source.val_path is null and data.source.val_fraction is 0: give one of them")
+        self.train_path = Path(train_path)
         self.paths = {
-            "train": Path(train_path),
-            "val": val_path and Path(val_path),
-            "test": test_path and Path(test_path),
+            "train": self.train_path,
+            "val": Path(val_path) if val_path else None,
+            "test": Path(test_path) if test_path else None,
         }
         self.fractions = {"val": 0.0 if val_path else val_fraction, "test": 0.0 if test_path else test_fraction}
-        self.split_seed, self.embeddings = split_seed, embeddings and Path(embeddings)
+        self.split_seed, self.embeddings = split_seed, Path(embeddings) if embeddings else None
         self.first_articles, self.download = first_articles, download
         self.data_files = [p for p in (*self.paths.values(), self.embeddings) if p is not None]
 
@@ -170,7 +171,7 @@ class SquadFiles:
 
     def splits(self) -> dict[str, list[SpanRecord]]:
         """Questions of each split: files as given, the rest split by article from the training file."""
-        articles = first_articles(read_squad(self.paths["train"]), self.first_articles, self.paths["train"])
+        articles = first_articles(read_squad(self.train_path), self.first_articles, self.train_path)
         train, val, test = split_articles(
             len(articles), [self.fractions["val"], self.fractions["test"]], self.split_seed
         )

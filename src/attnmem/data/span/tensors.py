@@ -14,7 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
@@ -95,7 +95,7 @@ def build_examples(
         if end >= max_context_len:
             counts["past_truncation"] += 1
             start, end = -1, -1
-        if split == "train" and (start < 0 or not aligned[2]):
+        if split == "train" and (start < 0 or aligned is None or not aligned[2]):
             continue
         tokens = tokens[:max_context_len]
         offsets = tuple((s, e) for _, s, e in tokens)
@@ -204,7 +204,10 @@ class SpanDataset(Dataset):
         return batch
 
 
-def _batch_as_is(batch: dict[str, Tensor]) -> dict[str, Tensor]:
+_Batch = TypeVar("_Batch")  # what the dataset's __getitems__ returns: DataLoader passes it to collate_fn
+
+
+def _batch_as_is(batch: _Batch) -> _Batch:
     """Collate for `SpanDataset` (module level so workers can pickle it)."""
     return batch
 
