@@ -29,7 +29,7 @@ def lookup(weight: Tensor, ids: Tensor, padding_idx: int | None = None) -> Tenso
 
 
 class _Lookup(Function):
-    generate_vmap_rule = True  # replicas under `vmap`: both directions are ops with batching rules
+    generate_vmap_rule = True  # under `vmap` (stacked weights): both directions are ops with batching rules
 
     @staticmethod
     def forward(weight: Tensor, ids: Tensor, padding_idx: int | None) -> Tensor:

@@ -48,7 +48,7 @@ class PlotCallback(L.Callback):
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._record(trainer)
         out_dir = Path(trainer.default_root_dir) / self.dirname
-        # replicas=R: the curves of the replica the run reports
+        # the logged keys of what the run reports (`RunModule.curves_prefix`)
         prefix = pl_module.curves_prefix() if isinstance(pl_module, RunModule) else ""
         history = curves(logged_history(trainer) or self.history, prefix)
         if history:
