@@ -14,7 +14,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from attnmem.callbacks.csv_logger import logged_history
 from attnmem.evaluation.plots import learning_curves, save
-from attnmem.tasks.family import RunModule
+from attnmem.tasks.family import PlotsExamples, RunModule
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ class PlotCallback(L.Callback):
         if history:
             path = out_dir / "learning_curves.png"
             self._draw("learning_curves", lambda: [save(learning_curves(history), path)])
-        if hasattr(pl_module, "plot_examples") and trainer.datamodule is not None and self.num_examples > 0:
+        if isinstance(pl_module, PlotsExamples) and trainer.datamodule is not None and self.num_examples > 0:
             self._draw(
                 f"{type(pl_module).__name__}.plot_examples",
                 lambda: pl_module.plot_examples(trainer.datamodule, out_dir, self.num_examples),

@@ -18,6 +18,7 @@ from attnmem.core import compat
 from attnmem.core.errors import UserError
 from attnmem.replicas.module import Replicas
 from attnmem.replicas.streams import ReplicaLoader, SharedLoader, Streams
+from attnmem.tasks.family import FamilyModule
 
 BYTES_PER_PARAMETER = 4 * 6  # float32: weights, gradient, two Adam moments, the best state, a batched copy
 
@@ -65,7 +66,7 @@ class ReplicaData(L.LightningDataModule):
             return loader
         prepared = compat.process_dataloader(self.trainer, loader, stage)
         sampler = getattr(prepared, "sampler", None)
-        if seed is not None and isinstance(getattr(sampler, "seed", None), int):
+        if seed is not None and sampler is not None and isinstance(getattr(sampler, "seed", None), int):
             sampler.seed = seed
         return prepared
 
@@ -111,13 +112,13 @@ def parse_select(cfg: DictConfig, monitor: str, mode: str) -> tuple[str, str]:
 
 
 def build(cfg: DictConfig, count: int, datamodule: L.LightningDataModule,
-          family_module: Callable[[], L.LightningModule]) -> tuple[Any, L.LightningModule]:
+          family_module: Callable[[], FamilyModule]) -> tuple[Any, L.LightningModule]:
     """The datamodule and family module of the run: as they are for one replica; for R, `ReplicaData` and
     `Replicas`, replica r built under seed `seed + r`, applying the early-stopping callback's patience to each."""
     if count == 1:
         return datamodule, family_module()
     streams = Streams([cfg.seed + r for r in range(count)])
-    members = []
+    members: list[FamilyModule] = []
     for r in range(count):
         with streams.use(r, torch_only=False):
             members.append(family_module())

@@ -37,16 +37,18 @@ from attnmem.replicas.batch import Batched, aligned, serving, stackable
 from attnmem.replicas.models import batched_path
 from attnmem.replicas.streams import Streams
 from attnmem.tasks import hooks, optim
+from attnmem.tasks.family import FamilyModule, PlotsExamples
 
 
 class Replicas(L.LightningModule):
     """Trains `members` (one family module per replica) side by side; see the module docstring."""
 
-    def __init__(self, members: Sequence[L.LightningModule], *, streams: Streams, monitor: str, mode: str,
+    def __init__(self, members: Sequence[FamilyModule], *, streams: Streams, monitor: str, mode: str,
                  select: tuple[str, str], keep_best: bool = True, patience: int | None = None,
                  min_delta: float = 0.0) -> None:
         super().__init__()
-        self.members = nn.ModuleList(members)
+        self.members = nn.ModuleList(members)  # registered: the checkpoint's `members.<r>.net...`
+        self.replica_modules: list[FamilyModule] = list(members)  # the same, typed
         self.streams, self.monitor, self.mode, self.select = streams, monitor, mode, select
         self.patience, self.min_delta, self.keep_best = patience, abs(min_delta), keep_best
         path = batched_path(members[0].net)  # decided once: how the replicas run batched (None: a loop)
@@ -69,7 +71,7 @@ class Replicas(L.LightningModule):
     @property
     def net(self) -> nn.Module:
         """The selected replica's model."""
-        return self.members[self.selected].net
+        return self.replica_modules[self.selected].net
 
     def active(self) -> list[int]:
         """The replicas still training."""
@@ -85,12 +87,14 @@ class Replicas(L.LightningModule):
                 path = self.batched_forward[0].path  # stream, as its forward would make them
                 for r in running:
                     with self.streams.use(r):
-                        batches[r] = batches[r] | path.draws(self.members[r].net, batches[r])
+                        batches[r] = batches[r] | path.draws(self.replica_modules[r].net, batches[r])
             outs = self._batched_outputs(running, batches)
         total, self.step_losses = None, {}
         for r in running:
-            with self.streams.use(r), serving(self.members[r], outs[r]) if outs else nullcontext():
-                loss = self.members[r].shared_step(batches[r], "train")
+            with self.streams.use(r), serving(self.replica_modules[r], outs[r]) if outs else nullcontext():
+                loss = self.replica_modules[r].shared_step(batches[r], "train")
+            if loss is None:  # nothing to optimise in this batch
+                continue
             self.step_losses[r] = loss.detach()
             if not torch.isfinite(loss):
                 self.stopped[r] = f"non-finite loss at step {self.global_step}"
@@ -106,11 +110,11 @@ class Replicas(L.LightningModule):
         together = aligned([batches[r] for r in running], self.replica_pads)
         if not stackable(together):
             return None
-        return dict(zip(running, self.batched_forward[0]([self.members[r].net for r in running], together)))
+        return dict(zip(running, self.batched_forward[0]([self.replica_modules[r].net for r in running], together)))
 
     def _eval_step(self, split: str, batch: dict[str, Tensor], dataloader_idx: int) -> None:
         fitting = self.trainer.state.fn == "fit"
-        for r, member in enumerate(self.members):
+        for r, member in enumerate(self.replica_modules):
             if fitting and self.stopped[r]:
                 continue
             with self.streams.use(r):
@@ -126,17 +130,17 @@ class Replicas(L.LightningModule):
 
     def on_train_epoch_end(self) -> None:
         for r in self.active():
-            self.last_train[r] = _floats(self.members[r].epoch_metrics("train"))
+            self.last_train[r] = _floats(self.replica_modules[r].epoch_metrics("train"))
         self._check_select("train/", self.last_train)
         self._log_replicas(self.last_train)
 
     def on_validation_epoch_end(self) -> None:
         if self.trainer.state.fn != "fit":
-            self._log_final("val", [_floats(m.epoch_metrics("val")) for m in self.members])
+            self._log_final("val", [_floats(m.epoch_metrics("val")) for m in self.replica_modules])
             return
         latest = [dict(v) for v in self.best_val]
         for r in self.active():
-            latest[r] = _floats(self.members[r].epoch_metrics("val"))
+            latest[r] = _floats(self.replica_modules[r].epoch_metrics("val"))
             if not self.trainer.sanity_checking:
                 self.last_val[r] = latest[r]
                 self._keep_best(r, latest[r])
@@ -146,7 +150,7 @@ class Replicas(L.LightningModule):
             self.trainer.should_stop = True
 
     def on_test_epoch_end(self) -> None:
-        self._log_final("test", [_floats(m.epoch_metrics("test")) for m in self.members])
+        self._log_final("test", [_floats(m.epoch_metrics("test")) for m in self.replica_modules])
 
     def _check_select(self, split: str, values: list[dict[str, float]]) -> None:
         key = self.select[0]
@@ -165,7 +169,7 @@ class Replicas(L.LightningModule):
         if better:
             self.best_score[r], self.best_val[r] = score, logged
         if better and self.keep_best:
-            self.best_state[r] = {k: v.detach().clone() for k, v in self.members[r].net.state_dict().items()}
+            self.best_state[r] = {k: v.detach().clone() for k, v in self.replica_modules[r].net.state_dict().items()}
         delta = self.min_delta
         improved = best is None or (score < best - delta if self.mode == "min" else score > best + delta)
         self.wait[r] = 0 if improved else self.wait[r] + 1
@@ -192,7 +196,7 @@ class Replicas(L.LightningModule):
 
     def use_best(self) -> None:
         """Give every replica that recorded one its best state by the monitor."""
-        for member, state in zip(self.members, self.best_state):
+        for member, state in zip(self.replica_modules, self.best_state):
             if state is not None:
                 member.net.load_state_dict(state)
 
@@ -221,17 +225,17 @@ class Replicas(L.LightningModule):
         train = self.last_train
         stopped = {f"replicas/{r}/stopped": why for r, why in enumerate(self.stopped) if why}
         return (dict(train[self.selected]) | summary(train) | stopped | per_replica(train)
-                | {"replicas": len(self.members), "replica_selected": self.selected})
+                | {"replicas": len(self.replica_modules), "replica_selected": self.selected})
 
     def on_after_backward(self) -> None:
         if self.batched:
-            self.batched_forward[0].pad_gradients([member.net for member in self.members])
+            self.batched_forward[0].pad_gradients([member.net for member in self.replica_modules])
 
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
                                     gradient_clip_algorithm: str | None = None) -> None:
         """Clip each replica's gradients by its own norm (or values, or per weight matrix), as its single run would;
         then its net's `after_clipping()`, where it has one."""
-        for member, after_clipping in zip(self.members, self.after_clipping):
+        for member, after_clipping in zip(self.replica_modules, self.after_clipping):
             if gradient_clip_val and getattr(member, "clip_per_weight", False):  # the family module's own rule
                 member.configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
                 continue
@@ -245,7 +249,7 @@ class Replicas(L.LightningModule):
 
     def configure_optimizers(self) -> Any:
         """One optimizer over every replica's parameters (elementwise: R separate ones), and its scheduler."""
-        first = self.members[0]
+        first = self.replica_modules[0]
         factory = first.optimizer_factory
         if "foreach" in inspect.signature(factory).parameters and "foreach" not in getattr(factory, "keywords", {}):
             factory = functools.partial(factory, foreach=True)  # one call over all replicas' tensors, same numbers
@@ -253,7 +257,7 @@ class Replicas(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         data = self.trainer.datamodule
-        hooks.record_model(self.members[0].net, checkpoint, data)
+        hooks.record_model(self.replica_modules[0].net, checkpoint, data)
         if hasattr(data, "inner"):  # evaluating and loading the run look the vocabulary up by the datamodule's name
             checkpoint[type(data.inner).__qualname__] = data.inner.state_dict()
         checkpoint["replicas"] = {
@@ -262,9 +266,9 @@ class Replicas(L.LightningModule):
             # a running replica's epoch so far where the checkpoint comes before this module's epoch end (at
             # validation's end): evaluating the checkpoint restores this, as resuming does
             "last_train": [(_so_far(m) if not why else {}) or last
-                           for m, why, last in zip(self.members, self.stopped, self.last_train)],
+                           for m, why, last in zip(self.replica_modules, self.stopped, self.last_train)],
             "wait": self.wait, "stopped": self.stopped,
-            "sums": [hooks.sums_state(m, synced=True) for m in self.members],
+            "sums": [hooks.sums_state(m, synced=True) for m in self.replica_modules],
             "streams": self.streams.state_dict(),
         }
 
@@ -274,7 +278,7 @@ class Replicas(L.LightningModule):
         self.last_val = saved["last_val"]
         self.last_train, self.wait, self.stopped = saved["last_train"], saved["wait"], saved["stopped"]
         self.streams.load_state_dict(saved["streams"])
-        for member, sums in zip(self.members, saved.get("sums", []) if self.global_rank == 0 else []):
+        for member, sums in zip(self.replica_modules, saved.get("sums", []) if self.global_rank == 0 else []):
             hooks.load_sums(member, sums)  # all processes' sums: the other processes start from zero
 
     def pick_for_plots(self) -> int:
@@ -291,9 +295,9 @@ class Replicas(L.LightningModule):
             path = "one batch of all replicas' rows" if self.batched_forward[0].path.folds else "one batched vmap"
         return f"replicas={len(seeds)} (seeds {seeds[0]}..{seeds[-1]}): {path}"
 
-    def family_modules(self) -> list[L.LightningModule]:
+    def family_modules(self) -> list[FamilyModule]:
         """The replicas' family modules."""
-        return list(self.members)
+        return list(self.replica_modules)
 
     def curves_prefix(self) -> str:
         """The logged keys of the replica whose figures the run draws (`pick_for_plots`): `replicas/<r>/`."""
@@ -303,7 +307,9 @@ class Replicas(L.LightningModule):
         """The selected replica's figures."""
         self.use_best()
         self.pick_for_plots()
-        member = self.members[self.selected]
+        member = self.replica_modules[self.selected]
+        if not isinstance(member, PlotsExamples):
+            return []
         return member.plot_examples(getattr(datamodule, "inner", datamodule), out_dir, num_examples)
 
 
@@ -323,7 +329,7 @@ def summary(values: list[dict[str, float]]) -> dict[str, float]:
     return out
 
 
-def _so_far(member: L.LightningModule) -> dict[str, float]:
+def _so_far(member: FamilyModule) -> dict[str, float]:
     """The member's training metrics of the epoch so far ({} before its first batch), its sums left as they were."""
     kept = hooks.sums_state(member)
     try:

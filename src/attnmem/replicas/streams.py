@@ -82,7 +82,7 @@ def set_rng_states(states: dict[str, Any]) -> None:
 
 
 def _torch_states() -> dict[str, Any]:
-    states = {"torch": torch.get_rng_state()}
+    states: dict[str, Any] = {"torch": torch.get_rng_state()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         states["torch.cuda"] = torch.cuda.get_rng_state_all()
     return states

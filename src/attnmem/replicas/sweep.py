@@ -29,8 +29,8 @@ def fold(jobs: list[list[str]], replicas: int, select: str | None = None) -> lis
         rest = tuple(o if not o.startswith(SEED) else SEED for o in job)
         groups.setdefault(rest, []).append(int(seeds[0].removeprefix(SEED)))
     folded = []
-    for rest, seeds in groups.items():
-        for first, count in _runs(sorted(seeds), replicas):
+    for rest, firsts in groups.items():
+        for first, count in _runs(sorted(firsts), replicas):
             job = [f"{SEED}{first}" if o == SEED else o for o in rest] + [f"replicas={count}"]
             folded.append(job + ([f"replica_select={select}"] if select and count > 1 else []))
     return folded

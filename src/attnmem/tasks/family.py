@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import lightning as L
@@ -30,6 +31,15 @@ class RunModule(Protocol):
 
     def curves_prefix(self) -> str:
         """The prefix of the logged keys its learning curves draw."""
+
+
+@runtime_checkable
+class PlotsExamples(Protocol):
+    """Asked by the `ExamplePlots` callback: `plot_examples(datamodule, out_dir, n)` draws n examples of the
+    model's predictions and returns the files written. Every family module but `EmbeddingsTask`, and `Replicas`."""
+
+    def plot_examples(self, datamodule: Any, out_dir: Path, num_examples: int) -> list[Path]:
+        """The figures of `num_examples` examples, written under `out_dir`."""
 
 
 class FamilyModule(L.LightningModule, metaclass=abc.ABCMeta):
