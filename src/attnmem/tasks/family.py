@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import lightning as L
 import torch
 from torch import Tensor, nn
 
 from attnmem.tasks import hooks, optim
+
+
+def datamodule_of(trainer: L.Trainer) -> L.LightningDataModule | None:
+    """`trainer.datamodule`: an attribute that Lightning's data connector sets but `Trainer` does not declare."""
+    return cast(Any, trainer).datamodule
 
 
 class FamilyModule(L.LightningModule, metaclass=abc.ABCMeta):
@@ -77,7 +82,7 @@ class FamilyModule(L.LightningModule, metaclass=abc.ABCMeta):
         """Record the model's class (evaluating with another model's config names both), the running sums of the
         epoch under way and the last logged `train/` metrics (what a run resumed with nothing left to train
         reports)."""
-        hooks.record_model(self.net, checkpoint, self.trainer.datamodule)
+        hooks.record_model(self.net, checkpoint, datamodule_of(self.trainer))
         checkpoint[hooks.SUMS_KEY] = hooks.sums_state(self, synced=True)
         checkpoint[hooks.TRAIN_KEY] = {k: float(v) for k, v in self.trainer.callback_metrics.items()
                                        if k.startswith("train/")}
