@@ -36,12 +36,12 @@ class AtomicModelCheckpoint(ModelCheckpoint):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore the checkpoint's state, its paths mapped to this checkpoint folder when the run has moved."""
-        old = state_dict.get("dirpath")
-        if old is None or self.dirpath is None or old == self.dirpath:
+        old, new = state_dict.get("dirpath"), self.dirpath
+        if old is None or new is None or old == new:
             return super().load_state_dict(state_dict)
 
         def moved(path: str) -> str:
-            here = Path(self.dirpath) / Path(path).name
+            here = Path(new) / Path(path).name
             return str(here) if path and Path(path).parent == Path(old) and here.is_file() else path
 
         state = dict(state_dict, dirpath=self.dirpath)

@@ -7,7 +7,7 @@ import csv
 import io
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import lightning as L
 from lightning.pytorch.loggers import CSVLogger as LightningCSVLogger
@@ -38,12 +38,12 @@ class CSVLogger(LightningCSVLogger):
         self.keep_before, self.resume_log = keep_before, resume_log or {}
 
     @property
-    def experiment(self) -> ExperimentWriter:
+    def experiment(self) -> _Writer:
         """The writer; on the first call it keeps the history a resumed run continues."""
         if self._experiment is None:
             self._fs.makedirs(self.root_dir, exist_ok=True)
             self._experiment = _Writer(self.log_dir, self.keep_before, self.resume_log)
-        return self._experiment
+        return cast(_Writer, self._experiment)  # set here only (Lightning declares its base class's writer)
 
 
 # the private names of Lightning's ExperimentWriter this class overrides or calls: core/compat.py, SUBCLASSED
@@ -97,7 +97,8 @@ def record(trainer: L.Trainer, checkpoint: dict[str, Any]) -> None:
     if logger is None or not trainer.is_global_zero:
         return
     log: dict[str, Any] = {"rows": logger.experiment.rows}
-    progress = trainer.fit_loop.epoch_progress.current
+    # a tracker of processed epochs too, though Lightning declares a base class without them (a private name)
+    progress: Any = trainer.fit_loop.epoch_progress.current
     if progress.processed > progress.completed:  # in the epoch-end hooks: the module has logged, the loggers wait
         trained = {k: float(v) for k, v in trainer.callback_metrics.items() if "train" in k.split("/")[:-1]}
         step = compat.batches_that_stepped(trainer) - 1  # the step Lightning logs the epoch's row at

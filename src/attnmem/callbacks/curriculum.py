@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import logging
+from typing import cast
 
 import lightning as L
 import torch
+
+from attnmem.data.algorithmic import AlgorithmicDataModule
+from attnmem.tasks.family import FamilyModule, datamodule_of
 
 log = logging.getLogger(__name__)
 
@@ -18,12 +22,12 @@ class CurriculumCallback(L.Callback):
     levels passed; `len(levels)` = the full task) every epoch. Does nothing without `data.curriculum`."""
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        datamodule = trainer.datamodule
-        curriculum = getattr(datamodule, "curriculum", None)
+        curriculum = getattr(datamodule_of(trainer), "curriculum", None)
         if curriculum is None:
             return
+        datamodule = cast(AlgorithmicDataModule, datamodule_of(trainer))  # the one data module with a curriculum
         if datamodule.level < len(curriculum.levels):
-            errors = self._bit_errors(pl_module, datamodule.level_check())
+            errors = self._bit_errors(cast(FamilyModule, pl_module), datamodule.level_check())
             pl_module.log("train/level_bit_errors", errors)
             if errors <= curriculum.threshold:
                 datamodule.level += 1
@@ -32,7 +36,7 @@ class CurriculumCallback(L.Callback):
         pl_module.log("train/curriculum_level", float(datamodule.level))
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        datamodule = trainer.datamodule
+        datamodule = cast(AlgorithmicDataModule, datamodule_of(trainer))  # if it has a curriculum
         curriculum = getattr(datamodule, "curriculum", None)
         if curriculum is not None and datamodule.level < len(curriculum.levels):
             log.warning("curriculum: training ended at level %d of %d (%s), before the full task; validation and "
@@ -40,7 +44,7 @@ class CurriculumCallback(L.Callback):
 
     @staticmethod
     @torch.no_grad()
-    def _bit_errors(pl_module: L.LightningModule, batches: list[dict[str, torch.Tensor]]) -> float:
+    def _bit_errors(pl_module: FamilyModule, batches: list[dict[str, torch.Tensor]]) -> float:
         was_training = pl_module.training
         pl_module.eval()
         errors = count = 0
@@ -53,7 +57,7 @@ class CurriculumCallback(L.Callback):
         return errors / count
 
 
-def _describe(datamodule: L.LightningDataModule) -> str:
+def _describe(datamodule: AlgorithmicDataModule) -> str:
     """The sizes training draws now, e.g. `sizes 1..5 of 1..20`."""
     low, high = datamodule.training_task().sizes()
     full_low, full_high = datamodule.task.sizes()

@@ -39,5 +39,6 @@ class FiniteLoss(L.Callback):
 
 
 def _last_checkpoint(trainer: L.Trainer) -> str:
-    paths = [c.last_model_path or c.best_model_path for c in trainer.callbacks if isinstance(c, ModelCheckpoint)]
+    checkpoints = [c for c in trainer.checkpoint_callbacks if isinstance(c, ModelCheckpoint)]
+    paths = [c.last_model_path or c.best_model_path for c in checkpoints]
     return f"the last good checkpoint is {paths[0]}" if paths and paths[0] else "no checkpoint was written yet"

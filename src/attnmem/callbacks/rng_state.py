@@ -9,6 +9,8 @@ import lightning as L
 import numpy as np
 import torch
 
+from attnmem.tasks.family import datamodule_of
+
 GENERATORS = (torch.Generator, random.Random, np.random.Generator, np.random.RandomState)
 
 
@@ -66,8 +68,8 @@ class RNGState(L.Callback):
     """
 
     def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
-        checkpoint["rng_states"] = collect(trainer.datamodule)
+        checkpoint["rng_states"] = collect(datamodule_of(trainer))
 
     def on_load_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
         if "rng_states" in checkpoint:
-            restore(checkpoint["rng_states"], trainer.datamodule)
+            restore(checkpoint["rng_states"], datamodule_of(trainer))

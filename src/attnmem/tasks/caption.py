@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import lightning as L
 import torch
@@ -15,9 +15,10 @@ from torchmetrics.text import BLEUScore
 from attnmem.core.dims import CaptionDims
 from attnmem.evaluation import plots
 from attnmem.evaluation.caption_plots import attention_over_image
+from attnmem.evaluation.decode import Decodable
 from attnmem.tasks import tokens
 from attnmem.tasks.family import FamilyModule
-from attnmem.tasks.metrics import Sums, counted
+from attnmem.tasks.metrics import Sums, SumsDict, counted
 
 # per test set: loss, target tokens, captions; `words` of exactly right captions with boxes, `in_box` of them
 FIELDS = ("nats", "tokens", "correct", "count", "exact", "penalty", "words", "in_box")
@@ -53,6 +54,7 @@ class CaptionTask(FamilyModule):
 
     monitor: ClassVar[str] = "val/exact_match"
     mode: ClassVar[str] = "max"
+    baseline: Tensor  # the buffer of b (eq. 10)
 
     def __init__(self, net: nn.Module, *, optimizer: Callable[..., torch.optim.Optimizer],
                  scheduler: Callable[..., Any] | None = None, dims: CaptionDims, alpha_c: float = 0.0,
@@ -71,7 +73,7 @@ class CaptionTask(FamilyModule):
         self.itos, self.size = dims.itos, (dims.height, dims.width)
         self.test_names = ["test", *(f"test/len{n}" for n in dims.test_lengths)]
         slices = {"train": 1, "val": 1, "test": len(self.test_names)}
-        self.sums = nn.ModuleDict({f"{s}_sums": Sums(FIELDS, slices=n) for s, n in slices.items()})
+        self.sums = SumsDict({f"{s}_sums": Sums(FIELDS, slices=n) for s, n in slices.items()})
         self.bleu = nn.ModuleList(BLEUScore(n_gram=4) for _ in range(1 + len(self.test_names)))  # val, then tests
         self.register_buffer("baseline", torch.tensor(float("nan")))  # b of eq. 10; NaN until the first batch
 
@@ -93,7 +95,7 @@ class CaptionTask(FamilyModule):
             loss = loss + self._reinforce(nats, alpha, out.attention[1].float(), real) / count
         predicted = out.pred.argmax(-1)
         if split != "train":
-            predicted = tokens.generate(self.net, batch["image"], self.decode, self.ids,
+            predicted = tokens.generate(cast(Decodable, self.net), batch["image"], self.decode, self.ids,
                                         max_len=self.decode["max_len"] or targets.shape[1])
         words, correct, exact = tokens.compare(predicted, targets, self.ids["pad"])
         looked = torch.zeros(2, device=loss.device)
@@ -105,7 +107,7 @@ class CaptionTask(FamilyModule):
                   penalty.sum().detach()]
         self.sums[f"{split}_sums"].add(torch.cat([torch.stack(summed).double(), looked.double()]), test_set)
         if split != "train":
-            self.bleu[0 if split == "val" else 1 + test_set].update(
+            cast(BLEUScore, self.bleu[0 if split == "val" else 1 + test_set]).update(
                 [tokens.text(p, self.itos, self.ids) for p in predicted],
                 [[tokens.text(t, self.itos, self.ids)] for t in targets])
         return loss
@@ -124,7 +126,7 @@ class CaptionTask(FamilyModule):
 
     def epoch_metrics(self, split: str) -> dict[str, Tensor]:
         """Loss, penalty, token accuracy, exact match of each of the split's sets; BLEU and attention_in_box."""
-        logged = {}
+        logged: dict[str, Tensor] = {}
         names = self.test_names if split == "test" else [split]
         for name, s in counted(self.sums[f"{split}_sums"].read(), names):
             logged |= {f"{name}/loss": s["nats"] / s["tokens"], f"{name}/penalty": s["penalty"] / s["tokens"],
@@ -132,7 +134,7 @@ class CaptionTask(FamilyModule):
             if s["words"] > 0:
                 logged[f"{name}/attention_in_box"] = s["in_box"] / s["words"]
             if split != "train":
-                bleu = self.bleu[0 if split == "val" else 1 + names.index(name)]
+                bleu = cast(BLEUScore, self.bleu[0 if split == "val" else 1 + names.index(name)])
                 logged[f"{name}/bleu"] = bleu.compute()
                 bleu.reset()
         return logged
@@ -141,7 +143,7 @@ class CaptionTask(FamilyModule):
     def plot_examples(self, datamodule: L.LightningDataModule, out_dir: Path, num_examples: int) -> list[Path]:
         """The first validation images, each with the attention of every word it is captioned with (greedy) over it."""
         batch, _ = plots.val_examples(self, datamodule, num_examples)
-        predicted = tokens.generate(self.net, batch["image"], self.decode, self.ids,
+        predicted = tokens.generate(cast(Decodable, self.net), batch["image"], self.decode, self.ids,
                                     max_len=self.decode["max_len"] or batch["tgt"].shape[1])
         bos = predicted.new_full((len(predicted), 1), self.ids["bos"])
         out = plots.eval_outputs(self.net, {**batch, "tgt": torch.cat([bos, predicted], 1)})

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
-import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -14,7 +13,7 @@ from torch import Tensor, nn
 from attnmem.core.dims import ClassifyDims
 from attnmem.evaluation import plots, text_plots
 from attnmem.tasks.family import FamilyModule
-from attnmem.tasks.metrics import Sums
+from attnmem.tasks.metrics import Sums, SumsDict
 
 SPLITS = ("train", "val", "test")
 # sums of the cross-entropy, right predictions, documents; right ones whose deciding sentence is known and whose
@@ -25,6 +24,12 @@ FIELDS = ("loss", "correct", "count", "scored", "top")
 def sentence_weights(attention: list[Tensor], sentences: int) -> Tensor | None:
     """The model's last attention over sentences, (B, S), or None when it has none (HAN: [α, β])."""
     return attention[-1] if attention and attention[-1].dim() == 2 and attention[-1].shape[1] == sentences else None
+
+
+class ClassifyData(Protocol):
+    """What the classify family's plots read of its datamodule (`attnmem.data.classify.datamodule`)."""
+
+    def words(self, ids: Tensor) -> list[str]: ...
 
 
 class ClassifyTask(FamilyModule):
@@ -44,7 +49,7 @@ class ClassifyTask(FamilyModule):
         self.net = net
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.classes = list(dims.classes)
-        self.sums = nn.ModuleDict({f"{split}_sums": Sums(FIELDS) for split in SPLITS})
+        self.sums = SumsDict({f"{split}_sums": Sums(FIELDS) for split in SPLITS})
 
     prog_bar_splits: ClassVar[tuple[str, ...]] = ("train", "val")
 
@@ -73,7 +78,7 @@ class ClassifyTask(FamilyModule):
         return logged
 
     @torch.no_grad()
-    def plot_examples(self, datamodule: L.LightningDataModule, out_dir: Path, num_examples: int) -> list[Path]:
+    def plot_examples(self, datamodule: ClassifyData, out_dir: Path, num_examples: int) -> list[Path]:
         """Write the first validation documents with words and sentences shaded by their attention weights."""
         batch, out = plots.val_examples(self, datamodule, num_examples)
         weights = sentence_weights(out.attention, batch["document"].shape[1])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import torch
 import torch.nn.functional as F
@@ -19,7 +19,7 @@ from attnmem.evaluation import plots
 from attnmem.evaluation.word_vectors import analogy_accuracy, nearest, pca, read_analogies
 from attnmem.models.contract import WordVectors
 from attnmem.tasks.family import FamilyModule
-from attnmem.tasks.metrics import Sums
+from attnmem.tasks.metrics import Sums, SumsDict
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ class EmbeddingsTask(FamilyModule):
         self.analogies = read_analogies(Path(analogies)) if analogies else None
         self.neighbours = list(neighbours) if neighbours else self.itos[1:11]
         self.num_neighbours = num_neighbours
-        self.sums = nn.ModuleDict({f"{s}_sums": Sums(("loss", "count")) for s in SPLITS})
+        self.sums = SumsDict({f"{s}_sums": Sums(("loss", "count")) for s in SPLITS})
 
     prog_bar_splits: ClassVar[tuple[str, ...]] = ("val",)
 
@@ -112,7 +112,7 @@ class EmbeddingsTask(FamilyModule):
             return {}
         logged = {f"{split}/loss": sums["loss"] / sums["count"]}
         if split == "val" and self.analogies is not None:
-            accuracy, asked = analogy_accuracy(self.net.vectors(), self.itos, self.analogies)
+            accuracy, asked = analogy_accuracy(cast(WordVectors, self.net).vectors(), self.itos, self.analogies)
             logged |= {"val/analogy_acc": torch.tensor(accuracy), "val/analogy_questions": torch.tensor(float(asked))}
         return logged
 
@@ -128,7 +128,7 @@ class EmbeddingsTask(FamilyModule):
     @torch.no_grad()
     def export(self, out_dir: Path) -> list[Path]:
         """Write `vectors.txt`, `neighbours.json` and `plots/words_pca.png` to `out_dir`."""
-        vectors = self.net.vectors().detach().float().cpu()
+        vectors = cast(WordVectors, self.net).vectors().detach().float().cpu()  # `__init__` accepts no other
         write_vectors(out_dir / "vectors.txt", self.itos[1:], vectors[1:])
         found = nearest(vectors, self.itos, self.neighbours, self.num_neighbours)
         write_json(out_dir / "neighbours.json", {w: [n for n, _ in near] for w, near in found.items()})

@@ -12,7 +12,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 
 import lightning as L
 import torch
@@ -35,11 +35,16 @@ class RunModule(Protocol):
 
 @runtime_checkable
 class PlotsExamples(Protocol):
-    """Asked by the `ExamplePlots` callback: `plot_examples(datamodule, out_dir, n)` draws n examples of the
+    """Asked by the `PlotCallback`: `plot_examples(datamodule, out_dir, n)` draws n examples of the
     model's predictions and returns the files written. Every family module but `EmbeddingsTask`, and `Replicas`."""
 
     def plot_examples(self, datamodule: Any, out_dir: Path, num_examples: int) -> list[Path]:
         """The figures of `num_examples` examples, written under `out_dir`."""
+
+
+def datamodule_of(trainer: L.Trainer) -> L.LightningDataModule | None:
+    """`trainer.datamodule`: an attribute that Lightning's data connector sets but `Trainer` does not declare."""
+    return cast(Any, trainer).datamodule
 
 
 class FamilyModule(L.LightningModule, metaclass=abc.ABCMeta):
@@ -107,7 +112,7 @@ class FamilyModule(L.LightningModule, metaclass=abc.ABCMeta):
         """Record the model's class (evaluating with another model's config names both), the running sums of the
         epoch under way and the last logged `train/` metrics (what a run resumed with nothing left to train
         reports)."""
-        hooks.record_model(self.net, checkpoint, self.trainer.datamodule)
+        hooks.record_model(self.net, checkpoint, datamodule_of(self.trainer))
         checkpoint[hooks.SUMS_KEY] = hooks.sums_state(self, synced=True)
         checkpoint[hooks.TRAIN_KEY] = {k: float(v) for k, v in self.trainer.callback_metrics.items()
                                        if k.startswith("train/")}

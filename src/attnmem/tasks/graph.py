@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
-import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -14,10 +13,23 @@ from torch import Tensor, nn
 from attnmem.core.dims import GraphDims
 from attnmem.evaluation import graph_plots, plots
 from attnmem.tasks.family import FamilyModule
-from attnmem.tasks.metrics import Sums
+from attnmem.tasks.metrics import Sums, SumsDict
 
 SPLITS = ("train", "val", "test")
 FIELDS = ("loss", "correct", "count")  # per split: sums of the nodes' cross-entropy, right predictions, nodes
+
+
+class Batches(Protocol):
+    """A graph as the plots read it (`attnmem.data.graph.graph.Graph`)."""
+
+    def batch(self) -> dict[str, Tensor]: ...
+
+
+class GraphData(Protocol):
+    """What the graph family's plots read of its datamodule (`attnmem.data.graph.datamodule.GraphDataModule`)."""
+
+    @property
+    def graph(self) -> Batches: ...
 
 
 class GraphTask(FamilyModule):
@@ -43,7 +55,7 @@ class GraphTask(FamilyModule):
         self.net = net
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.classes = list(dims.classes)
-        self.sums = nn.ModuleDict({f"{s}_sums": Sums(FIELDS) for s in SPLITS})
+        self.sums = SumsDict({f"{s}_sums": Sums(FIELDS) for s in SPLITS})
 
     prog_bar_splits: ClassVar[tuple[str, ...]] = ("val",)
 
@@ -69,7 +81,7 @@ class GraphTask(FamilyModule):
         return {f"{split}/loss": sums["loss"] / sums["count"], f"{split}/acc": sums["correct"] / sums["count"]}
 
     @torch.no_grad()
-    def plot_examples(self, datamodule: L.LightningDataModule, out_dir: Path, num_examples: int) -> list[Path]:
+    def plot_examples(self, datamodule: GraphData, out_dir: Path, num_examples: int) -> list[Path]:
         """Write the graph coloured by prediction and, for a model with attention, its first layer's on the edges
         (one graph: `num_examples` does not apply)."""
         batch = {k: v.to(self.device) for k, v in datamodule.graph.batch().items()}

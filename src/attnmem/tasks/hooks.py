@@ -6,7 +6,7 @@ once) calls them in its `on_save_checkpoint` / `on_load_checkpoint`, as `Replica
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from torch import Tensor, nn
 
@@ -33,7 +33,8 @@ def sums_state(module: nn.Module, *, synced: bool = False) -> dict[str, dict[str
     for name, m in module.named_modules():
         if isinstance(m, Sums):
             with m.sync_context(should_sync=synced):
-                states[name] = {state: value.clone() for state, value in m.metric_state.items()}
+                # a Sums registers tensor states only (no list states)
+                states[name] = {state: cast(Tensor, value).clone() for state, value in m.metric_state.items()}
     return states
 
 

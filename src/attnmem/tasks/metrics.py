@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TypeVar, cast
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torchmetrics import Metric
+
+Name = TypeVar("Name")  # what names a slice: a set's name, a bAbI task number
 
 
 class Sums(Metric):
@@ -18,6 +21,7 @@ class Sums(Metric):
     """
 
     full_state_update = False
+    total: Tensor  # (slices, fields), the state `add_state` registers
 
     def __init__(self, fields: Sequence[str], slices: int = 1, minima: Sequence[str] = ()) -> None:
         super().__init__()
@@ -58,7 +62,17 @@ class Sums(Metric):
         return dict(zip(self.fields, self.total.unbind(-1))) | {name: getattr(self, name) for name in self.minima}
 
 
-def counted(columns: dict[str, Tensor], names: Sequence[str]) -> list[tuple[str, dict[str, Tensor]]]:
+class SumsDict(nn.ModuleDict):
+    """A ModuleDict of `Sums` by name (a family's `<split>_sums`), its items typed as `Sums`."""
+
+    def __init__(self, sums: Mapping[str, Sums]) -> None:
+        super().__init__(sums)
+
+    def __getitem__(self, key: str) -> Sums:
+        return cast(Sums, super().__getitem__(key))  # every item is a Sums: the constructor takes only those
+
+
+def counted(columns: dict[str, Tensor], names: Sequence[Name]) -> list[tuple[Name, dict[str, Tensor]]]:
     """`(name, {field: value})` of each slice, named in slice order, whose `count` is above 0; minima as they are."""
     return [
         (name, {f: c[i] if c.dim() else c for f, c in columns.items()})

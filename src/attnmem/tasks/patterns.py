@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import lightning as L
 import torch
@@ -17,7 +17,7 @@ from attnmem.evaluation import plots
 from attnmem.models.contract import RecallsPairs, StoresPatterns
 from attnmem.tasks import optim
 from attnmem.tasks.family import FamilyModule
-from attnmem.tasks.metrics import Sums
+from attnmem.tasks.metrics import Sums, SumsDict
 
 # a network that stores without gradients fits with no optimizer, on purpose
 warnings.filterwarnings("ignore", message=".*configure_optimizers.*returned `None`.*")
@@ -74,7 +74,7 @@ class PatternsTask(FamilyModule):
         self.net = net
         self.recalls = net.recalls if isinstance(net, RecallsPairs) else "patterns"  # the batch key it recalls
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
-        self.sums = nn.ModuleDict({f"{s}_sums": Sums(FIELDS, minima=["overlap_min"]) for s in SPLITS})
+        self.sums = SumsDict({f"{s}_sums": Sums(FIELDS, minima=["overlap_min"]) for s in SPLITS})
 
     @property
     def trainable(self) -> bool:
@@ -103,8 +103,10 @@ class PatternsTask(FamilyModule):
         return losses.mean() if losses is not None else None
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor | None:
-        stored = [batch["patterns"], batch["pairs"]] if self.recalls == "pairs" else [batch["patterns"]]
-        self.net.store(*stored)
+        if self.recalls == "pairs":  # the net is one of the two kinds `__init__` accepts
+            cast(RecallsPairs, self.net).store(batch["patterns"], batch["pairs"])
+        else:
+            cast(StoresPatterns, self.net).store(batch["patterns"])
         return self.shared_step(batch, "train") if self.trainable else None  # storing was all of it
 
     def epoch_metrics(self, split: str) -> dict[str, Tensor]:

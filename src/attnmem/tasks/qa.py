@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
-import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -17,10 +16,19 @@ from attnmem.evaluation import plots
 from attnmem.models.contract import AfterClipping
 from attnmem.tasks.clipping import clip_per_weight, weight_matrices
 from attnmem.tasks.family import FamilyModule
-from attnmem.tasks.metrics import Sums, counted
+from attnmem.tasks.metrics import Sums, SumsDict, counted
 
 SPLITS = ("train", "val", "test")
 FIELDS = ("loss", "correct", "count")  # per bAbI task
+
+
+class QAData(Protocol):
+    """What the qa family's plots read of its datamodule (`attnmem.data.qa.datamodule.QADataModule`)."""
+
+    @property
+    def answers(self) -> list[str]: ...
+
+    def words(self, ids: Tensor) -> str: ...
 
 
 class QATask(FamilyModule):
@@ -35,6 +43,7 @@ class QATask(FamilyModule):
 
     monitor: ClassVar[str] = "val/acc"
     mode: ClassVar[str] = "max"
+    task_position: Tensor  # the buffer of task number -> position in the per-task sums
 
     def __init__(self, net: nn.Module, *, optimizer: Callable[..., torch.optim.Optimizer],
                  scheduler: Callable[..., Any] | None = None, dims: QADims, loss_reduction: str = "mean",
@@ -51,7 +60,7 @@ class QATask(FamilyModule):
         position = torch.zeros(max(self.tasks) + 1, dtype=torch.long)
         position[self.tasks] = torch.arange(len(self.tasks))
         self.register_buffer("task_position", position, persistent=False)
-        self.sums = nn.ModuleDict({f"{split}_sums": Sums(FIELDS, slices=len(self.tasks)) for split in SPLITS})
+        self.sums = SumsDict({f"{split}_sums": Sums(FIELDS, slices=len(self.tasks)) for split in SPLITS})
 
     prog_bar_splits: ClassVar[tuple[str, ...]] = ("train", "val")
 
@@ -92,11 +101,11 @@ class QATask(FamilyModule):
         return logged
 
     @torch.no_grad()
-    def plot_examples(self, datamodule: L.LightningDataModule, out_dir: Path, num_examples: int) -> list[Path]:
+    def plot_examples(self, datamodule: QAData, out_dir: Path, num_examples: int) -> list[Path]:
         """Write the per-hop attention over the story for the first validation examples."""
         batch, out = plots.val_examples(self, datamodule, num_examples)
-        sentences = batch["story"].shape[:2]  # (B, S)
-        if not out.attention or any(a.shape != sentences for a in out.attention):
+        story = batch["story"].shape[:2]  # (B, S)
+        if not out.attention or any(a.shape != story for a in out.attention):
             return []  # no weights over the story's sentences (the DNC reader's are over its memory, word by word)
         weights = torch.stack(out.attention, dim=-1).float().cpu()  # (B, S, hops)
         paths = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import lightning as L
 import torch
@@ -14,9 +14,10 @@ from torchmetrics.text import BLEUScore
 
 from attnmem.core.dims import Seq2SeqDims
 from attnmem.evaluation import plots
+from attnmem.evaluation.decode import Decodable
 from attnmem.tasks import tokens as tokens_
 from attnmem.tasks.family import FamilyModule
-from attnmem.tasks.metrics import Sums, counted
+from attnmem.tasks.metrics import Sums, SumsDict, counted
 
 FIELDS = ("nats", "tokens", "correct", "count", "exact")  # per test set: loss, target tokens, sequences
 LENGTH_FIELDS = ("tokens", "correct", "count", "exact")  # per source length
@@ -57,7 +58,7 @@ class Seq2SeqTask(FamilyModule):
         self.max_src_len = dims.max_src_len
         self.test_names = ["test", *(f"test/len{n}" for n in dims.test_lengths)]
         slices = {"train": 1, "val": 1, "test": len(self.test_names)}
-        self.sums = nn.ModuleDict({f"{s}_sums": Sums(FIELDS, slices=n) for s, n in slices.items()})
+        self.sums = SumsDict({f"{s}_sums": Sums(FIELDS, slices=n) for s, n in slices.items()})
         self.lengths = Sums(LENGTH_FIELDS, slices=self.max_src_len + 1)  # the main test set by source length
         self.bleu = nn.ModuleDict({s: BLEUScore() for s in ("val", "test")}) if dims.bleu else None
 
@@ -92,12 +93,13 @@ class Seq2SeqTask(FamilyModule):
             length = (batch["src"] != self.ids["pad"]).sum(1).clamp_max(self.max_src_len)  # (B,)
             self.lengths.add_rows(length, torch.stack([tokens, correct, torch.ones_like(tokens), exact.long()], -1))
         if split != "train" and test_set == 0 and self.bleu is not None:
-            self.bleu[split].update([self.text(p) for p in predicted], [[self.text(t)] for t in targets])
+            bleu = cast(BLEUScore, self.bleu[split])
+            bleu.update([self.text(p) for p in predicted], [[self.text(t)] for t in targets])
         return nats / tokens.sum()
 
     def generate(self, src: Tensor, *, max_len: int) -> Tensor:
         """Decoded tokens (B, T) after bos, up to eos then padding: greedy, or beam search when `beam_size` > 1."""
-        return tokens_.generate(self.net, src, self.decode, self.ids, max_len=max_len)
+        return tokens_.generate(cast(Decodable, self.net), src, self.decode, self.ids, max_len=max_len)
 
     def text(self, ids: Tensor, itos: list[str] | None = None) -> str:
         """Space-joined tokens of a 1-D id row, up to its eos; padding and bos dropped."""
@@ -105,7 +107,7 @@ class Seq2SeqTask(FamilyModule):
 
     def epoch_metrics(self, split: str) -> dict[str, Tensor]:
         """Loss, token accuracy and exact match of each of the split's sets; length buckets and BLEU where measured."""
-        logged = {}
+        logged: dict[str, Tensor] = {}
         for name, s in counted(self.sums[f"{split}_sums"].read(), self.test_names if split == "test" else [split]):
             tokens = s["tokens"]
             logged |= {f"{name}/loss": s["nats"] / tokens, f"{name}/token_acc": s["correct"] / tokens,
@@ -113,13 +115,14 @@ class Seq2SeqTask(FamilyModule):
         if split == "test" and self.length_bucket:
             logged |= self._buckets(self.lengths.read())
         if self.bleu is not None and split != "train":
-            logged[f"{split}/bleu"] = self.bleu[split].compute()
-            self.bleu[split].reset()
+            bleu = cast(BLEUScore, self.bleu[split])
+            logged[f"{split}/bleu"] = bleu.compute()
+            bleu.reset()
         return logged
 
     def _buckets(self, lengths: dict[str, Tensor]) -> dict[str, Tensor]:
         """`test/len{a}-{b}/token_acc` and `.../exact_match` for source lengths a .. b, buckets from length 1."""
-        logged = {}
+        logged: dict[str, Tensor] = {}
         for low in range(1, len(lengths["count"]), self.length_bucket):
             tokens, correct, count, exact = (lengths[f][low : low + self.length_bucket].sum() for f in LENGTH_FIELDS)
             if count > 0:

@@ -17,7 +17,7 @@ from attnmem.evaluation import memory_plots, plots
 from attnmem.models.contract import MemoryTrace, ReadHeads
 from attnmem.tasks import tbptt
 from attnmem.tasks.family import FamilyModule
-from attnmem.tasks.metrics import Sums, counted
+from attnmem.tasks.metrics import Sums, SumsDict, counted
 
 FIELDS = ("nats", "errors", "exact", "count", "bits")  # per test set: cost, bit errors, exact sequences, sequences
 
@@ -43,6 +43,7 @@ class SequenceTask(FamilyModule):
 
     monitor: ClassVar[str] = "val/bit_errors"
     mode: ClassVar[str] = "min"
+    scheduler_monitor: str | None  # under truncated BPTT: the metric a ReduceLROnPlateau watches (`tbptt.keep_monitor`)
 
     def __init__(self, net: nn.Module, *, optimizer: Callable[..., torch.optim.Optimizer],
                  scheduler: Callable[..., Any] | None = None, dims: SequenceDims,
@@ -53,7 +54,7 @@ class SequenceTask(FamilyModule):
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.test_names = ["test", *(f"test/len{n}" for n in dims.test_lengths)]
         slices = {"train": 1, "val": 1, "test": len(self.test_names)}
-        self.sums = nn.ModuleDict({f"{s}_sums": Sums(FIELDS, slices=n) for s, n in slices.items()})
+        self.sums = SumsDict({f"{s}_sums": Sums(FIELDS, slices=n) for s, n in slices.items()})
 
     def configure_optimizers(self) -> Any:
         """The config's optimizer and scheduler; under truncated BPTT the module keeps the scheduler's monitor."""
@@ -87,7 +88,7 @@ class SequenceTask(FamilyModule):
 
     def epoch_metrics(self, split: str) -> dict[str, Tensor]:
         """Loss, cost, bit errors and exact match of each of the split's sets that saw a sequence."""
-        logged = {}
+        logged: dict[str, Tensor] = {}
         for name, s in counted(self.sums[f"{split}_sums"].read(), self.test_names if split == "test" else [split]):
             logged |= {f"{name}/loss": s["nats"] / s["bits"], f"{name}/cost": s["nats"] / math.log(2) / s["count"],
                        f"{name}/bit_errors": s["errors"] / s["count"], f"{name}/exact_match": s["exact"] / s["count"]}

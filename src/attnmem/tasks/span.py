@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, cast
 
-import lightning as L
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -16,8 +15,8 @@ from attnmem.core.dims import SpanDims
 from attnmem.evaluation import plots
 from attnmem.evaluation.squad_metric import best_over_references, exact_match, f1
 from attnmem.models.contract import NamedAttention
-from attnmem.tasks.family import FamilyModule
-from attnmem.tasks.metrics import Sums
+from attnmem.tasks.family import FamilyModule, datamodule_of
+from attnmem.tasks.metrics import Sums, SumsDict
 
 SPLITS = ("train", "val", "test")
 FIELDS = ("loss", "loss_count", "em", "f1", "count")
@@ -45,6 +44,12 @@ def span_losses(logits: Tensor, start: Tensor, end: Tensor) -> Tensor:
     return losses.view(-1, k * 2).sum(-1)  # (B,)
 
 
+class SpanData(Protocol):
+    """What the span family reads of its datamodule (`attnmem.data.span.datamodule.SpanDataModule`)."""
+
+    def examples(self, split: str) -> Sequence[Any]: ...
+
+
 class SpanTask(FamilyModule):
     """Trains any `span` model: loss summed over decoder iterations, EM/F1 on text at val and test.
 
@@ -65,7 +70,7 @@ class SpanTask(FamilyModule):
             raise ValueError(f"task.max_answer_len must be >= 1, got {max_answer_len}")
         self.net, self.max_answer_len = net, max_answer_len
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
-        self.sums = nn.ModuleDict({f"{split}_sums": Sums(FIELDS) for split in SPLITS})
+        self.sums = SumsDict({f"{split}_sums": Sums(FIELDS) for split in SPLITS})
         self.predictions: dict[str, str] = {}
 
     prog_bar_splits: ClassVar[tuple[str, ...]] = ("train", "val")
@@ -89,7 +94,7 @@ class SpanTask(FamilyModule):
     def _score_text(self, logits: Tensor, index: Tensor, split: str) -> tuple[Tensor, Tensor]:
         """Sums of EM and F1 of the decoded spans against the references; test spans kept as predictions."""
         starts, ends = decode(logits[:, 0], logits[:, 1], self.max_answer_len)
-        examples = self.trainer.datamodule.examples(split)
+        examples = cast(SpanData, datamodule_of(self.trainer)).examples(split)  # the span family's data
         em = f1_sum = 0.0
         for i, s, e in zip(index.tolist(), starts.tolist(), ends.tolist()):
             example = examples[i]
@@ -122,7 +127,7 @@ class SpanTask(FamilyModule):
             self.predictions = {k: v for part in gathered for k, v in part.items()}
 
     @torch.no_grad()
-    def plot_examples(self, datamodule: L.LightningDataModule, out_dir: Path, num_examples: int) -> list[Path]:
+    def plot_examples(self, datamodule: SpanData, out_dir: Path, num_examples: int) -> list[Path]:
         """Attention weights (question × document) and start/end probabilities per decoder iteration.
 
         The weights are `attention[0]`, named by the net's `attention_name` (BiDAF: "C2Q attention"; default

@@ -11,15 +11,19 @@ automatic loop would: gradient clipping as the trainer asks, and the scheduler s
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-import lightning as L
 import torch
+from lightning.pytorch.core.optimizer import LightningOptimizer
 from torch import Tensor, nn
+from torch.optim import Optimizer
 from torch.optim.lr_scheduler import ReduceLROnPlateau
 
 from attnmem.core.errors import UserError
 from attnmem.models.contract import CarriesState
+
+if TYPE_CHECKING:  # the sequence family's module imports this module
+    from attnmem.tasks.sequence import SequenceTask
 
 KEYS = ("inputs", "targets", "mask")  # the batch's tensors along time
 
@@ -54,7 +58,7 @@ def chunks(batch: dict[str, Tensor], steps: int) -> list[dict[str, Tensor]]:
     return [dict(zip(KEYS, parts, strict=True)) for parts in zip(*pieces.values(), strict=True)]
 
 
-def run_chunks(net: nn.Module, batch: dict[str, Tensor], steps: int) -> Iterator[tuple[dict[str, Tensor], Any]]:
+def run_chunks(net: CarriesState, batch: dict[str, Tensor], steps: int) -> Iterator[tuple[dict[str, Tensor], Any]]:
     """Each chunk and the model's output on it, the state carried over detached from the previous chunk."""
     state = net.initial_state(len(batch["inputs"]))
     for chunk in chunks(batch, steps):
@@ -64,43 +68,49 @@ def run_chunks(net: nn.Module, batch: dict[str, Tensor], steps: int) -> Iterator
 
 
 def train_batch(
-    module: L.LightningModule,
+    module: SequenceTask,
     batch: dict[str, Tensor],
     loss_fn: Callable[[Tensor, dict[str, Tensor]], tuple[Tensor, Tensor, Tensor]],
 ) -> Tensor:
     """One optimiser step per chunk that has output bits; `loss_fn(logits, chunk)` gives the chunk's (summed
     nats, bit errors per sequence (B,), bits); returns the batch's sums for the family's metrics."""
-    trainer, optimizer = module.trainer, module.optimizers()
+    assert module.tbptt_steps is not None  # the module trains by truncated BPTT
+    trainer = module.trainer
+    optimizer = cast(LightningOptimizer, module.optimizers())  # one optimizer: `optim.configure` makes one
     nats, bits = batch["inputs"].new_zeros(()), batch["inputs"].new_zeros(())
     errors = batch["inputs"].new_zeros(len(batch["inputs"]))  # (B,) over the chunks of each sequence
-    for chunk, out in run_chunks(module.net, batch, module.tbptt_steps):
+    # the net carries its state: `check` refused any other when the module was built
+    for chunk, out in run_chunks(cast(CarriesState, module.net), batch, module.tbptt_steps):
         chunk_nats, chunk_errors, chunk_bits = loss_fn(out.pred, chunk)
         nats, errors, bits = nats + chunk_nats.detach(), errors + chunk_errors, bits + chunk_bits
         if not chunk_bits or 0 <= trainer.max_steps <= trainer.global_step:
             continue  # no output phase in this chunk (no loss), or the step limit reached mid-batch
         optimizer.zero_grad()
         module.manual_backward(chunk_nats / chunk_bits)
-        module.clip_gradients(optimizer)  # with the trainer's gradient_clip_val / gradient_clip_algorithm
+        # with the trainer's gradient_clip_val / gradient_clip_algorithm; Lightning makes the LightningOptimizer an
+        # instance of its optimizer's class
+        module.clip_gradients(cast(Optimizer, optimizer))
         optimizer.step()
         step_schedulers(module, "step", trainer.global_step)
     return torch.stack([nats, errors.sum(), (errors == 0).sum(), errors.new_tensor(len(errors)), bits])
 
 
-def step_schedulers(module: L.LightningModule, interval: str, count: int) -> None:
+def step_schedulers(module: SequenceTask, interval: str, count: int) -> None:
     """Step the schedulers of `interval` ("step" or "epoch") whose frequency divides `count`, as Lightning's loop
     does under automatic optimisation (a ReduceLROnPlateau with its monitored metric, once it is logged)."""
     for config in module.trainer.lr_scheduler_configs:
         if config.interval != interval or count % config.frequency:
             continue
         if isinstance(config.scheduler, ReduceLROnPlateau):
-            metric = module.trainer.callback_metrics.get(module.scheduler_monitor)
+            monitor = module.scheduler_monitor
+            metric = module.trainer.callback_metrics.get(monitor) if monitor is not None else None
             if metric is not None:
                 config.scheduler.step(metric)
         else:
             config.scheduler.step()
 
 
-def keep_monitor(module: L.LightningModule, configured: Any) -> Any:
+def keep_monitor(module: SequenceTask, configured: Any) -> Any:
     """`configured` (what `configure_optimizers` returns) without its scheduler's `monitor`, which is kept as
     `module.scheduler_monitor`: Lightning drops it, with a warning, under manual optimisation."""
     scheduler = configured.get("lr_scheduler", {}) if isinstance(configured, dict) else {}
@@ -108,7 +118,7 @@ def keep_monitor(module: L.LightningModule, configured: Any) -> Any:
     return configured
 
 
-def manual_optimisation(module: L.LightningModule) -> None:
+def manual_optimisation(module: SequenceTask) -> None:
     """Switch the module to manual optimisation, from its `setup("fit")`.
 
     Lightning refuses `trainer.gradient_clip_val` under manual optimisation (it would be ignored) in a check
