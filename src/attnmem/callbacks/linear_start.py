@@ -92,10 +92,10 @@ class LinearStart(Callback):
             trainer.fit_loop.max_epochs -= epochs
 
     def _end(self, trainer: Any) -> None:
-        saved = self.configured_lrs or [[None] * len(opt.param_groups) for opt in trainer.optimizers]
+        saved = self.configured_lrs or [[group["lr"] for group in opt.param_groups] for opt in trainer.optimizers]
         for opt, lrs in zip(trainer.optimizers, saved):
             for group, lr in zip(opt.param_groups, lrs):
-                group["lr"] = group.get("initial_lr", lr if lr is not None else group["lr"])
+                group["lr"] = group.get("initial_lr", lr)
         for config in trainer.lr_scheduler_configs:
             scheduler = config.scheduler
             if hasattr(scheduler, "base_lrs"):  # not ReduceLROnPlateau

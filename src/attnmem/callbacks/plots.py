@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import defaultdict
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from attnmem.callbacks.csv_logger import logged_history
 from attnmem.evaluation.plots import learning_curves, save
-from attnmem.tasks.family import PlotsExamples, RunModule
+from attnmem.tasks.family import PlotsExamples, RunModule, datamodule_of
 
 log = logging.getLogger(__name__)
 
@@ -54,13 +55,15 @@ class PlotCallback(L.Callback):
         if history:
             path = out_dir / "learning_curves.png"
             self._draw("learning_curves", lambda: [save(learning_curves(history), path)])
-        if isinstance(pl_module, PlotsExamples) and trainer.datamodule is not None and self.num_examples > 0:
+        datamodule = datamodule_of(trainer)
+        if isinstance(pl_module, PlotsExamples) and datamodule is not None and self.num_examples > 0:
+            examples: PlotsExamples = pl_module
             self._draw(
                 f"{type(pl_module).__name__}.plot_examples",
-                lambda: pl_module.plot_examples(trainer.datamodule, out_dir, self.num_examples),
+                lambda: examples.plot_examples(datamodule, out_dir, self.num_examples),
             )
         for logger in trainer.loggers:
-            self._draw(f"{type(logger).__name__} images", lambda logger=logger: _log_images(logger, self.written))
+            self._draw(f"{type(logger).__name__} images", functools.partial(_log_images, logger, self.written))
 
     def _draw(self, name: str, draw: Callable[[], list[Path] | None]) -> None:
         try:

@@ -7,6 +7,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display on servers and CI
 import matplotlib.pyplot as plt  # noqa: E402
 import networkx as nx  # noqa: E402
+from matplotlib.collections import LineCollection  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from torch import Tensor  # noqa: E402
 
@@ -15,7 +16,7 @@ MAX_NODES = 300  # a larger graph is drawn as the breadth-first neighbourhood of
 
 def drawn_graph(edge_index: Tensor, num_nodes: int, max_nodes: int = MAX_NODES) -> tuple[nx.Graph, dict]:
     """The graph to draw (at most `max_nodes` nodes) and its spring layout, seeded: the same picture every time."""
-    graph = nx.Graph()
+    graph: nx.Graph[int] = nx.Graph()
     graph.add_nodes_from(range(num_nodes))
     graph.add_edges_from(edge_index.T.tolist())
     if num_nodes > max_nodes:
@@ -76,13 +77,14 @@ def edge_attention(edge_index: Tensor, alpha: Tensor, pred: Tensor, title: str) 
         ax=ax,
         edgelist=edges,
         width=[0.3 + scale * w / top for w in weights],
-        edge_color=weights,
+        edge_color=weights,  # type: ignore[arg-type]  # numbers through edge_cmap: networkx's stub lists colours only
         edge_cmap=plt.get_cmap("viridis"),
         edge_vmin=0,
         edge_vmax=top,
     )
     nx.draw_networkx_nodes(graph, pos, ax=ax, node_size=60, node_color=[cmap(int(pred[v]) % 10) for v in graph.nodes])
     if edges:
+        assert isinstance(drawn, LineCollection)  # an undirected graph's edges: one collection
         fig.colorbar(drawn, ax=ax, fraction=0.046, pad=0.02, label="attention weight, mean of heads and directions")
     ax.set_title(title)
     ax.axis("off")

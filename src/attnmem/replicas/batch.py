@@ -89,7 +89,8 @@ class Batched:
         stacked = {k: torch.stack([b[k] for b in batches]) if isinstance(v, Tensor) else v
                    for k, v in batches[0].items()}
 
-        def one(p: dict[str, Tensor], v: dict[str, Tensor], batch: dict[str, Tensor]) -> tuple[Tensor, ...]:
+        def one(p: dict[str, Tensor], v: dict[str, Tensor],
+                batch: dict[str, Tensor]) -> tuple[Tensor, tuple[Tensor, ...]]:
             out = functional_call(base, (p, v, shared), (batch,))
             return out.pred, tuple(out.attention)
 

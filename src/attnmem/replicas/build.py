@@ -26,6 +26,8 @@ BYTES_PER_PARAMETER = 4 * 6  # float32: weights, gradient, two Adam moments, the
 class ReplicaData(L.LightningDataModule):
     """A datamodule as R replicas read it: R shuffles of its training data, its evaluation data shared."""
 
+    inner: Any  # a family's datamodule: its batch size, dims and loaders are its own
+
     def __init__(self, inner: L.LightningDataModule, streams: Streams) -> None:
         super().__init__()
         self.inner, self.streams = inner, streams
@@ -112,7 +114,7 @@ def parse_select(cfg: DictConfig, monitor: str, mode: str) -> tuple[str, str]:
 
 
 def build(cfg: DictConfig, count: int, datamodule: L.LightningDataModule,
-          family_module: Callable[[], FamilyModule]) -> tuple[Any, L.LightningModule]:
+          family_module: Callable[[], FamilyModule]) -> tuple[Any, FamilyModule | Replicas]:
     """The datamodule and family module of the run: as they are for one replica; for R, `ReplicaData` and
     `Replicas`, replica r built under seed `seed + r`, applying the early-stopping callback's patience to each."""
     if count == 1:

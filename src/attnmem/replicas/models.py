@@ -84,12 +84,14 @@ def _vmapped_without_dropout(net: nn.Module) -> Vmapped | None:
 class _Drawn(nn.Module):
     """MemN2NQA's forward with RN's numbers read from the batch (drawn beforehand) rather than drawn."""
 
+    memn2n: MemN2N
+
     def __init__(self, memn2n: MemN2N) -> None:
         super().__init__()
         self.memn2n = memn2n  # the attribute of MemN2NQA: the same parameter names
 
     def forward(self, batch: dict[str, Tensor]) -> Output:
-        drawn = {k: batch[k] for k in ("rn_blank", "rn_keys") if k in batch}
+        drawn: dict[str, Tensor] = {k: batch[k] for k in ("rn_blank", "rn_keys") if k in batch}
         return self.memn2n.answer(batch["story"], batch["query"], drawn)
 
 
@@ -117,17 +119,25 @@ class FoldedMemN2N(MemN2N):
         return folded  # type: ignore[return-value]  # (mypy cannot follow the class assignment)
 
     def _nil_rows(self, query: Tensor) -> Tensor | None:
-        return None if self.pad is not None else self.rows * self.A[0].num_embeddings  # (R·B,) row 0 of each's tables
+        return None if self.pad is not None else self.rows * _table(self.A[0]).num_embeddings  # (R·B,) row 0 of each's
 
     def _time_index(self, slot_mask: Tensor, drawn: dict[str, Tensor]) -> Tensor:
         return super()._time_index(slot_mask, drawn) + self.memory_size * self.rows.unsqueeze(-1)  # (R·B, S)
 
     def _tied_answers(self, u: Tensor) -> Tensor:
-        table = self.C[-1].weight.unflatten(0, (-1, self.C[-1].num_embeddings))[:, self.output_words]  # (R, A, d)
+        answers = _table(self.C[-1])
+        table = answers.weight.unflatten(0, (-1, answers.num_embeddings))[:, self.output_words]  # (R, A, d)
         if self.vocabulary_softmax and self.time_weight is not None:  # each replica's time words after its words
-            times = self.T_C[-1].weight.unflatten(0, (table.shape[0], -1))  # (R, S, d)
+            assert self.T_C is not None  # time words come with temporal encoding's tables
+            times = _table(self.T_C[-1]).weight.unflatten(0, (table.shape[0], -1))  # (R, S, d)
             table = torch.cat([table, times], dim=1)  # (R, V + S, d)
         return torch.bmm(u.unflatten(0, (table.shape[0], -1)), table.transpose(1, 2)).flatten(0, 1)  # (R·B, A)
+
+
+def _table(module: nn.Module) -> nn.Embedding:
+    """One of MemN2N's embedding tables (its ModuleLists hold `nn.Embedding`s)."""
+    assert isinstance(module, nn.Embedding)
+    return module
 
 
 class MemN2NReplicas(Vmapped):
@@ -137,6 +147,7 @@ class MemN2NReplicas(Vmapped):
     # more empty slots, and RN keys past every slot `noisy_recency` picks from
     pads: ClassVar[dict[str, float]] = {"story": 0, "rn_keys": 1.0}
     draws_numbers: ClassVar[bool] = True
+    base: _Drawn
 
     def __init__(self, net: MemN2NQA) -> None:
         model = net.memn2n
@@ -159,7 +170,7 @@ class MemN2NReplicas(Vmapped):
         replica = torch.arange(len(batches), device=batches[0]["story"].device)  # (R,)
         for key in ("story", "query"):
             words = torch.stack([b[key] for b in batches])  # (R, B, ...)
-            shift = model.A[0].num_embeddings * replica.view(-1, *[1] * (words.dim() - 1))  # (R, 1, ...)
+            shift = _table(model.A[0]).num_embeddings * replica.view(-1, *[1] * (words.dim() - 1))  # (R, 1, ...)
             moved = words + shift if model.pad is None else torch.where(words > 0, words + shift, 0)
             folded[key] = moved.flatten(0, 1)  # (R·B, ...)
         folded["replica"] = replica.repeat_interleave(batches[0]["story"].shape[0])  # (R·B,)

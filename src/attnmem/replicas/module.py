@@ -37,7 +37,7 @@ from attnmem.replicas.batch import Batched, aligned, serving, stackable
 from attnmem.replicas.models import batched_path
 from attnmem.replicas.streams import Streams
 from attnmem.tasks import hooks, optim
-from attnmem.tasks.family import FamilyModule, PlotsExamples
+from attnmem.tasks.family import FamilyModule, PlotsExamples, datamodule_of
 
 
 class Replicas(L.LightningModule):
@@ -256,10 +256,11 @@ class Replicas(L.LightningModule):
         return optim.configure(self.parameters(), factory, first.scheduler_factory)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        data = self.trainer.datamodule
+        data = datamodule_of(self.trainer)
         hooks.record_model(self.replica_modules[0].net, checkpoint, data)
-        if hasattr(data, "inner"):  # evaluating and loading the run look the vocabulary up by the datamodule's name
-            checkpoint[type(data.inner).__qualname__] = data.inner.state_dict()
+        inner = getattr(data, "inner", None)  # `ReplicaData`'s: evaluating and loading the run look the vocabulary
+        if inner is not None:  # up by the datamodule's name
+            checkpoint[type(inner).__qualname__] = inner.state_dict()
         checkpoint["replicas"] = {
             "best_score": self.best_score, "best_state": self.best_state, "best_val": self.best_val,
             "last_val": self.last_val,

@@ -49,6 +49,15 @@ def check_top_level(cfg: DictConfig, *keys: str) -> None:
             raise UserError(f"{key}={value}: expected an integer, e.g. {key}=1")
 
 
+def check_max_epochs(trainer_cfg: DictConfig) -> None:
+    """Stop in one line on a `trainer.max_epochs` that trains nothing (Lightning takes 0 and reports the untrained
+    model as a finished run)."""
+    epochs = trainer_cfg.get("max_epochs")
+    if isinstance(epochs, int) and epochs < 1 and epochs != -1 and not trainer_cfg.get("fast_dev_run"):
+        raise UserError(f"trainer.max_epochs={epochs} trains nothing: pass trainer.max_epochs=1 or more "
+                        "(or -1 for no limit, with trainer.max_steps)")
+
+
 def _hints(target: Any) -> dict[str, tuple[type, ...]]:
     # parameter name -> the numeric/flag types its hint allows; hints of other kinds are not checked
     # the signature's hints, resolved: a training adapter's signature is its model's (`tasks/adapters.py`)

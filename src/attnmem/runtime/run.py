@@ -7,7 +7,7 @@ import logging
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import lightning as L
 import torch
@@ -45,6 +45,7 @@ from attnmem.runtime import (
     wandb_run,
 )
 from attnmem.runtime.profiler import NoProfiler
+from attnmem.tasks.family import FamilyModule, callbacks_of
 
 # noise that says nothing about the run: per-step logging is off on purpose, and the rest is advice
 warnings.filterwarnings("ignore", message=".*smaller than the logging interval.*")
@@ -65,7 +66,7 @@ warnings.filterwarnings("ignore", message=".*Using `DistributedSampler` with the
 
 def setup(
     cfg: DictConfig, resume_at: resume.Point | None = None
-) -> tuple[L.LightningDataModule, L.LightningModule, L.Trainer]:
+) -> tuple[L.LightningDataModule, FamilyModule | Replicas, L.Trainer]:
     """Seed, then build the datamodule (set up), the family module around the model, and the trainer (its
     loggers keeping the history before `resume_at` of a resumed run)."""
     option_types.check_top_level(cfg, "seed", "threads")
@@ -73,7 +74,8 @@ def setup(
     L.seed_everything(cfg.seed, workers=True)
     check_compatible(cfg)
     count = replicas.check(cfg)
-    task_cls = get_class(get_class(cfg.data._target_).family_module)
+    data_cls: Any = get_class(cfg.data._target_)  # a datamodule class: its family and family module are its own
+    task_cls: type[FamilyModule] = get_class(data_cls.family_module)
     with open_dict(cfg):
         cfg.monitor = cfg.monitor or task_cls.monitor
         cfg.mode = cfg.mode or task_cls.mode
@@ -85,7 +87,7 @@ def setup(
         raise ValueError(f"optimizer.lr must be >= 0, got {lr}: pass a learning rate such as optimizer.lr=0.001")
     option_types.check(cfg.task, task_cls)
 
-    def family_module() -> L.LightningModule:
+    def family_module() -> FamilyModule:
         net = build_model(cfg.model, cfg.attention, datamodule.dims)
         scheduler = instantiate(cfg.scheduler) if cfg.scheduler else None
         optimizer = instantiate(cfg.optimizer)
@@ -99,7 +101,7 @@ def setup(
     callbacks = replicas.callbacks(count, [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c])
     if not cfg.trainer.get("enable_progress_bar", True):
         callbacks = [c for c in callbacks if not isinstance(c, ProgressBar)]
-    callbacks.insert(0, MonitorCheck(cfg.monitor, get_class(cfg.data._target_).family, task_cls.monitor))
+    callbacks.insert(0, MonitorCheck(cfg.monitor, data_cls.family, task_cls.monitor))
     trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False,
                           profiler=cfg.trainer.get("profiler") or NoProfiler())
     distributed.check_trainable(module, trainer.world_size)
@@ -110,9 +112,9 @@ def setup(
 def train(cfg: DictConfig) -> float | None:
     """Train and test the configured model; write metrics.json; return the monitored metric."""
     out_dir = Path(cfg.paths.output_dir)
-    _check_max_epochs(cfg.trainer)
+    option_types.check_max_epochs(cfg.trainer)
     catalog.check_data_dir(cfg.paths.get("data_dir"))
-    started_with = OmegaConf.to_container(cfg, resolve=False)
+    started_with = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=False))
     with run_lock.held(out_dir):
         ckpt_path = _resume_path(cfg, out_dir)
         resuming = ckpt_path is not None and Path(ckpt_path).resolve().is_relative_to(out_dir.resolve())
@@ -122,26 +124,26 @@ def train(cfg: DictConfig) -> float | None:
         console.print_config_tree(cfg)
         resume_at = resume.point(ckpt_path) if ckpt_path else None
         datamodule, module, trainer = setup(cfg, resume_at=resume_at)
-        if trainer.is_global_zero and resuming and (out_dir / "manifest.json").is_file():
+        if trainer.is_global_zero and resuming and ckpt_path and resume_at and (out_dir / "manifest.json").is_file():
             saved = str(Path(ckpt_path).resolve().relative_to(out_dir.resolve()))
             manifest.add_resume(out_dir, saved, resume_at.step, changed)
         elif trainer.is_global_zero:
             manifest.write(out_dir, cfg, datamodule, started_with)
         for logger in trainer.loggers:
-            logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+            logger.log_hyperparams(cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True)))
         metrics = _train_and_test(trainer, module, datamodule, ckpt_path, out_dir)
     return metrics.get(cfg.monitor)
 
 
 def _train_and_test(
-    trainer: L.Trainer, module: L.LightningModule, datamodule: Any, ckpt_path: str | None, out_dir: Path
+    trainer: L.Trainer, module: FamilyModule | Replicas, datamodule: Any, ckpt_path: str | None, out_dir: Path
 ) -> dict[str, Any]:
     try:
         start = time.perf_counter()
         _fit(trainer, module, datamodule, ckpt_path, out_dir)
         train_seconds = time.perf_counter() - start
         best = _best_checkpoint(trainer, last=isinstance(module, Replicas))
-        metrics = resume.train_metrics(trainer)
+        metrics: dict[str, Any] = resume.train_metrics(trainer)
         metrics |= _evaluate_best(trainer, module, datamodule, ckpt_path=best)
         metrics |= module.report() if isinstance(module, Replicas) else {}
         metrics |= {
@@ -157,7 +159,7 @@ def _train_and_test(
         _finish_wandb(trainer)
     if trainer.is_global_zero:
         write_json(out_dir / "metrics.json", metrics)
-        plots = [p for c in trainer.callbacks for p in getattr(c, "written", [])]
+        plots = [p for c in callbacks_of(trainer) for p in getattr(c, "written", [])]
         figures = {k: v for k, v in metrics.items() if k != "checkpoint"}
         console.print_summary(figures, out_dir, plots, trainer.global_step / train_seconds, metrics["checkpoint"])
     return metrics
@@ -169,7 +171,7 @@ def _fit(
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
     except (MisconfigurationException, RuntimeError) as err:  # checkpointing or early stopping missed the monitor
-        check = next(c for c in trainer.callbacks if isinstance(c, MonitorCheck))
+        check = next(c for c in callbacks_of(trainer) if isinstance(c, MonitorCheck))
         if (refusal := check.refusal(err, trainer)) is None:
             raise
         raise refusal from None
@@ -202,7 +204,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     datamodule.setup("test")
     task_cls = get_class(type(datamodule).family_module)
 
-    def family_module() -> L.LightningModule:
+    def family_module() -> FamilyModule:
         net = build_model(run_cfg.model, run_cfg.attention, datamodule.dims)
         return task_cls(net, optimizer=instantiate(run_cfg.optimizer), dims=datamodule.dims, **run_cfg.task)
 
@@ -232,7 +234,7 @@ def _eval_checkpoint(cfg: DictConfig) -> Path:
 
 def check_compatible(cfg: DictConfig) -> str:
     """Return the data family, or stop with one line when the model cannot train on that data."""
-    model_cls, data_cls = get_class(cfg.model._target_), get_class(cfg.data._target_)
+    model_cls, data_cls = cast(Any, get_class(cfg.model._target_)), cast(Any, get_class(cfg.data._target_))
     family = data_cls.family
     if family in model_cls.families:
         return family
@@ -271,7 +273,7 @@ def _chosen_on_command_line(group: str) -> str | None:
 def _best_checkpoint(trainer: L.Trainer, *, last: bool) -> str | None:
     # the checkpoint the run reports: the best by the monitor (none under fast_dev_run: the current weights);
     # replicas: the last, which holds each replica's own best state
-    ckpt_cb = next((c for c in trainer.callbacks if isinstance(c, ModelCheckpoint)), None)
+    ckpt_cb = next((c for c in trainer.checkpoint_callbacks if isinstance(c, ModelCheckpoint)), None)
     path = (ckpt_cb.last_model_path if last else ckpt_cb.best_model_path) if ckpt_cb else None
     return path or None
 
@@ -280,7 +282,7 @@ def _evaluate_best(
     trainer: L.Trainer, module: L.LightningModule, datamodule: Any, ckpt_path: str | None
 ) -> dict[str, float]:
     # validation and test both use the same checkpoint (the current weights when it is None)
-    loading = {"ckpt_path": ckpt_path, "weights_only": True, "verbose": False}
+    loading: dict[str, Any] = {"ckpt_path": ckpt_path, "weights_only": True, "verbose": False}
     metrics = dict(trainer.validate(module, datamodule=datamodule, **loading)[0])
     if getattr(datamodule, "has_test", True):
         metrics |= trainer.test(module, datamodule=datamodule, **loading)[0]
@@ -324,7 +326,7 @@ def _resume_path(cfg: DictConfig, out_dir: Path) -> str | None:
 
 
 def _group_classes(group: str) -> dict[str, type]:
-    repo = GlobalHydra.instance().config_loader().repository
+    repo = cast(Any, GlobalHydra.instance().config_loader()).repository  # Hydra's loader's (not its interface's)
     found = {}
     for name in repo.get_group_options(group):
         loaded = repo.load_config(f"{group}/{name}")
@@ -332,14 +334,6 @@ def _group_classes(group: str) -> dict[str, type]:
         if target:
             found[name] = get_class(target)
     return found
-
-
-def _check_max_epochs(trainer_cfg: DictConfig) -> None:
-    # Lightning takes max_epochs=0 and reports the untrained model as a finished run
-    epochs = trainer_cfg.get("max_epochs")
-    if isinstance(epochs, int) and epochs < 1 and epochs != -1 and not trainer_cfg.get("fast_dev_run"):
-        raise UserError(f"trainer.max_epochs={epochs} trains nothing: pass trainer.max_epochs=1 or more "
-                        "(or -1 for no limit, with trainer.max_steps)")
 
 
 def _finish_wandb(trainer: L.Trainer) -> None:

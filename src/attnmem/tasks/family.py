@@ -47,6 +47,11 @@ def datamodule_of(trainer: L.Trainer) -> L.LightningDataModule | None:
     return cast(Any, trainer).datamodule
 
 
+def callbacks_of(trainer: L.Trainer) -> list[L.Callback]:
+    """`trainer.callbacks`: an attribute that Lightning's callback connector sets but `Trainer` does not declare."""
+    return cast(list[L.Callback], cast(Any, trainer).callbacks)
+
+
 class FamilyModule(L.LightningModule, metaclass=abc.ABCMeta):
     """A family's LightningModule: Lightning's hooks over the family's `shared_step` and `epoch_metrics`.
 
