@@ -1,7 +1,7 @@
 """`replicas=R`: R independent replicas of one family module trained in one process, each as its own single run.
 
 Replica r is the family module a single run with `seed=seed+r` builds; it draws from its own random streams
-(`replica_streams`), is clipped by its own gradient norm, keeps its own best state by the monitor, stops early
+(`replicas.streams`), is clipped by its own gradient norm, keeps its own best state by the monitor, stops early
 on its own patience and, when its loss turns non-finite, stops there with its best state (a single run's
 `FiniteLoss` would stop the run). One optimizer over all replicas' parameters is R separate ones for
 elementwise optimizers (Adam, SGD). Their losses are summed, so each replica's gradient is its own.
