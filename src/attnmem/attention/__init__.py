@@ -45,7 +45,7 @@ def attend(
     query: Tensor,
     keys: Tensor,
     values: Tensor,
-    score: nn.Module,
+    score: Callable[[Tensor, Tensor], Tensor],
     *,
     attn_mask: Tensor | None = None,
     key_padding_mask: Tensor | None = None,
@@ -58,7 +58,7 @@ def attend(
         query: the queries.
         keys: what the queries are scored against.
         values: what the weights average, one per key.
-        score: a built score module, e.g. `ScaledDot(64, 64)`.
+        score: a built score module, e.g. `ScaledDot(64, 64)`, or any function of `(query, keys)` giving the scores.
         attn_mask: bool, True where a query may attend (as `F.scaled_dot_product_attention`). A row with
             nothing to attend gives zero weights and a zero context.
         key_padding_mask: bool, True where a key is padding (as `nn.MultiheadAttention`).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import torch
 from torch import Tensor, nn
@@ -80,6 +81,12 @@ class MemN2N(nn.Module, AfterClipping, WeightMatrices, LinearStartable):
         - embeddings: (V, d)
     """
 
+    B: nn.Embedding
+    linear: Tensor  # buffers
+    output_words: Tensor
+    position: Tensor
+    time_weight: Tensor | None
+
     def __init__(
         self,
         *,
@@ -105,10 +112,9 @@ class MemN2N(nn.Module, AfterClipping, WeightMatrices, LinearStartable):
         super().__init__()
         sizes = {"vocab_size": vocab_size, "num_answers": num_answers, "memory_size": memory_size}
         sizes |= {"sentence_len": sentence_len, "embed_dim": embed_dim, "hops": hops}
-        options = {"encoding": encoding, "tying": tying, "random_noise": random_noise, "init_std": init_std}
-        options |= {"empty_memories": empty_memories, "answer_words": answer_words, "embeddings": embeddings,
-                    "answer_softmax": answer_softmax}
-        check_options(sizes, **options)
+        check_options(sizes, encoding=encoding, tying=tying, random_noise=random_noise, init_std=init_std,
+                      empty_memories=empty_memories, answer_words=answer_words, embeddings=embeddings,
+                      answer_softmax=answer_softmax)
         self.hops, self.memory_size, self.sentence_len = hops, memory_size, sentence_len
         self.temporal, self.random_noise, self.init_std = temporal, random_noise, init_std
         self.empty_memories = empty_memories
@@ -124,7 +130,8 @@ class MemN2N(nn.Module, AfterClipping, WeightMatrices, LinearStartable):
         self.A, self.C = nn.ModuleList(E[i] for i in a), nn.ModuleList(E[i] for i in c)
         self.T_A = nn.ModuleList(T[i] for i in a) if temporal else None
         self.T_C = nn.ModuleList(T[i] for i in c) if temporal else None
-        self.B = self.A[0] if tying == "adjacent" else nn.Embedding(vocab_size, d, padding_idx=self.pad)
+        self.B = (cast(nn.Embedding, self.A[0]) if tying == "adjacent"  # A^1, an embedding
+                  else nn.Embedding(vocab_size, d, padding_idx=self.pad))
         self.H = nn.Linear(d, d, bias=False) if tying == "layerwise" else None
         self._build_answer_layer(d, num_answers, vocab_size, answer_words, tying=tying, answer_softmax=answer_softmax)
         self.scores = nn.ModuleList(score_factory(score, owner="MemN2N")(query_dim=d, key_dim=d) for _ in range(hops))
@@ -134,10 +141,10 @@ class MemN2N(nn.Module, AfterClipping, WeightMatrices, LinearStartable):
     def _build_answer_layer(self, d: int, num_answers: int, vocab_size: int, answer_words: Sequence[int] | None, *,
                             tying: str, answer_softmax: str) -> None:
         # adjacent tying with answers that are words: Wᵀ = C^K restricted to the answers' rows (§2.2)
-        tie_answers = tying == "adjacent" and answer_words is not None
-        self.W = None if tie_answers else nn.Linear(d, num_answers, bias=False)
+        tied = answer_words if tying == "adjacent" else None  # the answers' words, when Wᵀ = C^K
+        self.W = None if tied is not None else nn.Linear(d, num_answers, bias=False)
         self.vocabulary_softmax = answer_softmax == "vocabulary"
-        words = output_words(answer_words if tie_answers else [], vocab_size, self.vocabulary_softmax)
+        words = output_words(tied if tied is not None else [], vocab_size, self.vocabulary_softmax)
         self.register_buffer("output_words", words, persistent=False)
 
     def _register_encoding(self, encoding: str, sentence_len: int, d: int, *, time_word: bool) -> None:
@@ -168,20 +175,23 @@ class MemN2N(nn.Module, AfterClipping, WeightMatrices, LinearStartable):
         none = [None] * self.hops
         groups: dict[int, list[nn.Parameter]] = {}
         for embed, table in (*zip(self.A, self.T_A or none), *zip(self.C, self.T_C or none)):
-            groups.setdefault(id(embed), [embed.weight] + ([] if table is None else [table.weight]))
+            weights = [embed.weight] + ([] if table is None else [table.weight])
+            groups.setdefault(id(embed), cast("list[nn.Parameter]", weights))  # the embeddings' Parameters
         return list(groups.values())
 
     def _encode(self, embed: nn.Embedding, words: Tensor, nil: Tensor | None = None) -> Tensor:
         """Embed `words (..., L)` and sum over positions weighted by l_j: (..., d); with `nil (B,)` (`nil_gradient`)
         the nil words that pad the question to J's words too."""
         encoded = bag_of_words(embed.weight, words, self.position, owner="MemN2N", padding_idx=self.pad)  # (..., d)
-        return encoded + self._nil_words(embed.weight, words.shape[-1], self.sentence_len, self.position, nil)
+        nil_words = 0.0 if nil is None else self._nil_words(embed.weight, words.shape[-1], self.sentence_len,
+                                                             self.position, nil)
+        return encoded + nil_words
 
     @staticmethod
-    def _nil_words(weight: Tensor, first: int, last: int, encoding: Tensor, nil: Tensor | None) -> Tensor | float:
+    def _nil_words(weight: Tensor, first: int, last: int, encoding: Tensor, nil: Tensor) -> Tensor:
         """Σ_j l_j ∘ E x_j over positions `first` .. `last`-1 of `encoding (J, d)` that all hold the nil word, row
-        `nil (B,)` of `weight (V, d)`: (B, d), zero in value (the row is zero), the nil row's gradient; 0 without."""
-        return 0.0 if nil is None else encoding[first:last].sum(0) * weight[nil]  # (B, d)
+        `nil (B,)` of `weight (V, d)`: (B, d), zero in value (the row is zero), the nil row's gradient."""
+        return encoding[first:last].sum(0) * weight[nil]  # (B, d)
 
     def draws(self, story: Tensor) -> dict[str, Tensor]:
         """The uniform numbers RN draws for a story while training (none otherwise).
@@ -328,7 +338,8 @@ class MemN2N(nn.Module, AfterClipping, WeightMatrices, LinearStartable):
     def _tied_answers(self, u: Tensor) -> Tensor:
         """Logits `u (B, d)` Wᵀ with Wᵀ = C^K's answer rows: (B, A); "vocabulary": (B, V), (B, V + S) with the time
         words."""
-        pred = u @ self.C[-1].weight[self.output_words].T  # (B, A); "vocabulary": (B, V)
+        pred = u @ cast(nn.Embedding, self.C[-1]).weight[self.output_words].T  # (B, A); "vocabulary": (B, V)
         if self.vocabulary_softmax and self.time_weight is not None:  # the time words are words too
-            pred = torch.cat([pred, u @ self.T_C[-1].weight.T], dim=-1)  # (B, V + S)
+            assert self.T_C is not None  # time words come with temporal encoding: its T tables exist
+            pred = torch.cat([pred, u @ cast(nn.Embedding, self.T_C[-1]).weight.T], dim=-1)  # (B, V + S)
         return pred

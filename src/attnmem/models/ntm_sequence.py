@@ -240,7 +240,8 @@ class NTMLoop(Function):
         d_mem = torch.zeros_like(memory) if d_memory is None else d_memory
         outs = [None if d is None else d.unbind(1) for d in (d_hs, d_reads, d_weights)]
         hs_t, weights_t, constants = hs.unbind(1), (weights0, *weights.unbind(1)), _Constants.like(hs, sizes)
-        d_outs, d_zs = [], []
+        step_d_outs: list[Tensor] = []
+        step_d_zs: list[Tensor] = []
         for t in reversed(range(len(steps))):
             d_r = d_r if outs[1] is None else d_r + outs[1][t]
             d_w = d_w if outs[2] is None else d_w + outs[2][t]
@@ -251,9 +252,9 @@ class NTMLoop(Function):
             d_prev_in = _affine(None, d_z, w_rec, sizes.groups)  # (B, R·M [+ C])
             d_r = d_prev_in[:, :rm].view(d_r.shape)
             d_h = d_prev_in[:, rm:] if sizes.lstm else torch.zeros_like(d_h)
-            d_outs.append(d_out)
-            d_zs.append(d_z)
-        d_outs, d_zs = torch.stack(d_outs[::-1], 1), torch.stack(d_zs[::-1], 1)  # (B, T, ·)
+            step_d_outs.append(d_out)
+            step_d_zs.append(d_z)
+        d_outs, d_zs = torch.stack(step_d_outs[::-1], 1), torch.stack(step_d_zs[::-1], 1)  # (B, T, ·)
         d_w_rec = _weight_grad(d_zs, torch.stack([step["prev_in"] for step in steps], 1), sizes.groups)
         d_w_heads = _weight_grad(d_outs, hs, sizes.groups)
         d_b_heads = d_outs.view(max(sizes.groups, 1), -1, d_outs.shape[-1]).sum(1)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import ClassVar
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar, cast
 
 import torch
 from torch import Tensor, nn
@@ -42,7 +42,7 @@ class DecoderLayer(nn.Module):
         `context (B, t, D)`: the layer's inputs the self-attention reads (default `x`); in incremental
         decoding, every position so far, of which `x` is the last.
         """
-        self_res, cross_res, ff_res = self.residuals
+        self_res, cross_res, ff_res = cast("Iterable[Residual]", self.residuals)  # a ModuleList of three Residuals
         h = self_res.inner(x)
         read = h if context is None else self_res.inner(context)
         x = self_res.outer(x, self.self_attn(h, read, read, attn_mask=self_mask, need_weights=False)[0])
@@ -56,7 +56,7 @@ class DecoderLayer(nn.Module):
 class Decoder(nn.Module):
     """A stack of decoder layers; pre-LN stacks end in a LayerNorm."""
 
-    def __init__(self, *, layers: int, norm_first: bool, **layer_options) -> None:
+    def __init__(self, *, layers: int, norm_first: bool, **layer_options: Any) -> None:
         super().__init__()
         self.layers = nn.ModuleList(DecoderLayer(norm_first=norm_first, **layer_options) for _ in range(layers))
         self.norm = nn.LayerNorm(layer_options["d_model"]) if norm_first else nn.Identity()
@@ -139,7 +139,7 @@ class Transformer(nn.Module):
             nn.init.normal_(embed.weight, std=d_model**-0.5)
         self.src_positions = Positions(d_model, max_len, positions, dropout)
         self.tgt_positions = Positions(d_model, max_len, positions, dropout)
-        options = {
+        options: dict[str, Any] = {  # the layers' options, of several types
             "layers": layers,
             "norm_first": norm_first,
             "d_model": d_model,

@@ -32,16 +32,12 @@ class NTMSequence(nn.Module, AdaptsModel, CarriesState, ReadHeads):
     def __init__(self, **options: Any) -> None:
         super().__init__()
         self.ntm = NTM(**options)
+        self.read_heads = self.ntm.read_heads  # the first read_heads weightings are read heads'
         nest_old_keys(self, "ntm")
 
     def forward(self, batch: dict[str, Tensor]) -> Output:
         x = batch_tensor(self, batch, "inputs", "NTM(x)")  # (B, T, I)
         return self.ntm.run_chunk(x, self.ntm.initial_state(x.shape[0]))[0]
-
-    @property
-    def read_heads(self) -> int:
-        """How many of the weightings, first, are read heads' (the sequence plots label them)."""
-        return self.ntm.read_heads
 
     def initial_state(self, batch_size: int) -> NTMState:
         """The NTM's state before the first step (`NTM.initial_state`)."""
@@ -63,15 +59,11 @@ class DNCSequence(nn.Module, AdaptsModel, MemoryTrace, ReadHeads):
     def __init__(self, **options: Any) -> None:
         super().__init__()
         self.dnc = DNC(**options)
+        self.read_heads = self.dnc.read_heads  # the first read_heads weightings are read heads'
         nest_old_keys(self, "dnc")
 
     def forward(self, batch: dict[str, Tensor]) -> Output:
         return self.dnc.run(batch_tensor(self, batch, "inputs", "DNC(x)"))
-
-    @property
-    def read_heads(self) -> int:
-        """How many of the weightings, first, are read heads' (the sequence plots label them)."""
-        return self.dnc.read_heads
 
     @torch.no_grad()
     def memory_trace(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
