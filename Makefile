@@ -27,7 +27,7 @@ train: venv
 test: dev
 	$(BIN)/python -m pytest $(ARGS)
 
-# mypy --strict on the public API (attnmem.nn, attention, blocks, models.contract): pyproject's [tool.mypy]
+# mypy on the package, --strict's flags on the public API (nn, attention, blocks, models.contract): [tool.mypy]
 typecheck: dev
 	$(BIN)/mypy
 
