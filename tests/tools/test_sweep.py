@@ -542,5 +542,5 @@ def test_a_sweep_whose_job_failed_exits_non_zero_after_its_report(tmp_path, caps
     *_, job, last = capsys.readouterr().err.strip().splitlines()
     assert job == "error: job 1 failed: ValueError: boom"
     assert last == (f"error: sweep tiny: 1 of 2 jobs failed (job 1: errors above; the report covers the finished "
-                    f"ones): fix the cause, then run the failed jobs again with: python -m attnmem.tools.sweep {path} "
+                    f"ones): fix the cause, then run them again with: python -m attnmem.tools.sweep {path} "
                     f"--resume {out}")

@@ -108,7 +108,7 @@ def _launch(jobs: list[list[str]], base: list[str]) -> list[Any]:
     return list(launcher.launch(jobs, initial_job_idx=0)) if jobs else []
 
 
-def _optuna(spec: dict[str, Any], base: list[str], extra: list[str], seed: int) -> str | None:
+def _optuna(spec: dict[str, Any], base: list[str], extra: list[str], seed: int, out: Path) -> str | None:
     goal = spec["metric"]["goal"]
     overrides = (
         optuna_overrides(spec)
@@ -131,7 +131,8 @@ def _optuna(spec: dict[str, Any], base: list[str], extra: list[str], seed: int) 
         hydra.multirun(CONFIG_NAME, train_job, overrides)
     except Exception as err:  # the Optuna sweeper stops at a failed trial; the report lists what finished
         return f"the Optuna study stopped at a failed trial: {str(err).splitlines()[0]}; start a new sweep"
-    return None
+    trials = sorted(int(d.name) for d in out.iterdir() if d.name.isdigit())
+    return _failed(out, trials, "start a new sweep (a bayes sweep cannot be resumed)")
 
 
 def sweep_dir(spec: dict[str, Any], cfg: DictConfig) -> Path:
@@ -191,7 +192,8 @@ def run(
         base = ["hydra.mode=MULTIRUN", f"hydra.sweep.dir={out}"]
         base += ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={n_jobs}"] if launcher == "joblib" else []
         start = time.perf_counter()
-        failed = _optuna(spec, base, extra, seed) if spec["method"] == "bayes" else _grid(spec, jobs, base, out, path)
+        bayes = spec["method"] == "bayes"
+        failed = _optuna(spec, base, extra, seed, out) if bayes else _grid(spec, jobs, base, out, path)
     seconds = time.perf_counter() - start
     print(f"sweep {spec['name']}: {seconds:.0f} s")
     _add_seconds(out, seconds)
@@ -242,19 +244,23 @@ def _job(overrides: list[str], index: int, out: Path) -> list[str]:
 
 
 def _grid(spec: dict[str, Any], jobs: list[list[str]], base: list[str], out: Path, path: Path) -> str | None:
-    """Run the jobs of a grid or random sweep that have not finished, printing each failed one's error; what
-    failed, in one line (None when no job did)."""
+    """Run the jobs of a grid or random sweep that have not finished; what failed, in one line (None if none)."""
     pending = [i for i, _ in enumerate(jobs) if not (out / str(i) / "metrics.json").is_file()]
     print(f"sweep {spec['name']}: {len(pending)} of {len(jobs)} jobs to run into {out}")
     returns = _launch([_job(jobs[i], i, out) for i in pending], base)
-    failed = [i for i, ret in zip(pending, returns) if ret.status == JobStatus.FAILED]
-    for i, error in ((i, _job_error(ret)) for i, ret in zip(pending, returns) if i in failed):
+    # a job stopped by a user error has printed its line and returned (cli.guarded); the others raised
+    for i, error in ((i, _job_error(r)) for i, r in zip(pending, returns) if r.status == JobStatus.FAILED):
         print(f"error: job {i} failed: {type(error).__name__}: {error}", file=sys.stderr)
+    return _failed(out, pending, f"run them again with: python -m attnmem.tools.sweep {path} --resume {out}")
+
+
+def _failed(out: Path, jobs: list[int], again: str) -> str | None:
+    """Those of `jobs` left without metrics.json (their errors printed above), in one line; None if none is."""
+    failed = [i for i in jobs if not (out / str(i) / "metrics.json").is_file()]
     if not failed:
         return None
-    return (f"{len(failed)} of {len(pending)} jobs failed ({', '.join(f'job {i}' for i in failed)}: errors above; the "
-            f"report covers the finished ones): fix the cause, then run the failed jobs again with: "
-            f"python -m attnmem.tools.sweep {path} --resume {out}")
+    return (f"{len(failed)} of {len(jobs)} jobs failed ({', '.join(f'job {i}' for i in failed)}: errors above; the "
+            f"report covers the finished ones): fix the cause, then {again}")
 
 
 def _job_error(ret: Any) -> BaseException:
@@ -290,8 +296,7 @@ def _save(
 def _resumed(
     out: Path, path: Path, spec: dict[str, Any], extra: list[str], seed: int | None, replicas: int | None
 ) -> tuple[dict[str, Any], list[list[str]], list[str], int]:
-    """The saved sweep of `out` (spec, jobs, overrides, seed); one line when the command would change it (a sweep
-    file edited since, other overrides, seed or replicas)."""
+    """The saved sweep of `out` (spec, jobs, overrides, seed); one line when this command would change it."""
     saved_path = out / SPEC_FILE
     if not saved_path.is_file():
         raise UserError(f"--resume {out}: no {SPEC_FILE} there; is it a sweep directory?")
