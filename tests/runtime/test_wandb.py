@@ -1,14 +1,18 @@
 """W&B in offline mode, in-process: the resolved config, tags, final metrics, the same run after a resume, and
-the fall back to offline (one note, in seconds) when the W&B host cannot be reached."""
+the fall back to offline (one note, in seconds) when the W&B host cannot be reached, is no W&B server (HTTP 404)
+or fails the TLS handshake."""
 
 from __future__ import annotations
 
 import http.server
+import io
 import json
 import os
 import socket
+import ssl
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -176,3 +180,57 @@ def test_no_key_logs_offline_without_a_check(compose_cfg, tmp_path, online, monk
     wandb_run.choose_mode(compose_cfg("logger=wandb"))
     assert os.environ["WANDB_MODE"] == "offline"
     assert "W&B at" not in capsys.readouterr().out
+
+
+class _NotWandb(http.server.BaseHTTPRequestHandler):
+    """A web server without W&B's API: 404 to the POST W&B sends to /graphql."""
+
+    def do_POST(self) -> None:
+        self.send_error(404)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_host_without_wandbs_api_falls_back_to_offline(compose_cfg, tmp_path, online, monkeypatch, capsys):
+    server = http.server.HTTPServer(("127.0.0.1", 0), _NotWandb)  # W&B itself would raise CommError (HTTP 404)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    host = f"127.0.0.1:{server.server_port}"
+    try:
+        monkeypatch.setenv("WANDB_BASE_URL", f"http://{host}")
+        cfg = compose_cfg("logger=wandb")
+        wandb_run.choose_mode(cfg)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert os.environ["WANDB_MODE"] == "offline" and cfg.logger.wandb.mode == "offline"
+    _fallback_note(capsys, host, f"HTTP 404 Not Found from http://{host}/graphql: no W&B server there", tmp_path / "run")
+
+
+@pytest.mark.parametrize("insecure", [False, True])
+def test_a_failing_tls_handshake_falls_back_to_offline(compose_cfg, tmp_path, online, monkeypatch, capsys, insecure):
+    asked = []
+
+    def urlopen(request, timeout, context):  # a certificate the system's CAs do not sign (a proxy's, self-signed)
+        asked.append((request.get_method(), request.full_url, context.verify_mode))
+        if context.verify_mode == ssl.CERT_NONE:
+            return io.BytesIO(b'{"data": {"__typename": "Query"}}')
+        failed = ssl.SSLCertVerificationError(
+            1, "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: self-signed certificate (_ssl.c:1000)"
+        )
+        raise urllib.error.URLError(failed)
+
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+    monkeypatch.setenv("WANDB_BASE_URL", "https://wandb.example.org")
+    if insecure:  # W&B would skip the check as well
+        monkeypatch.setenv("WANDB_INSECURE_DISABLE_SSL", "true")
+    cfg = compose_cfg("logger=wandb")
+    wandb_run.choose_mode(cfg)
+    assert asked == [("POST", "https://wandb.example.org/graphql", ssl.CERT_NONE if insecure else ssl.CERT_REQUIRED)]
+    if insecure:
+        assert "WANDB_MODE" not in os.environ and "mode" not in cfg.logger.wandb
+        assert "W&B at" not in capsys.readouterr().out
+        return
+    assert os.environ["WANDB_MODE"] == "offline" and cfg.logger.wandb.mode == "offline"
+    why = "TLS handshake failed: certificate verify failed: self-signed certificate"
+    _fallback_note(capsys, "wandb.example.org", why, tmp_path / "run")

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import CONF, ROOT, SWEEPS
+from conftest import CONF, ROOT, SWEEPS, one_line
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from attnmem.core.errors import UserError
 from attnmem.tools import sweep, sweep_report, sweep_spec
 
 TINY = {
@@ -86,8 +87,9 @@ def test_an_override_of_a_key_the_config_lacks_says_how_to_add_it(tmp_path, caps
 @pytest.mark.slow  # a few tiny training runs
 def test_grid_runs_in_process_resumes_and_reports(tmp_path, capsys):
     params = {"model.hops": {"values": [1, 0]}, "seed": {"values": [0, 1]}, **TINY}  # hops=0: a failing job
-    out = sweep.run(_write(tmp_path, parameters=params))
-    assert out.parent == tmp_path / "outputs" / "sweeps" / "tiny"
+    with pytest.raises(UserError, match=r"^sweep tiny: 2 of 4 jobs failed \(job 2, job 3: errors above"):
+        sweep.run(_write(tmp_path, parameters=params))  # after its report
+    (out,) = (tmp_path / "outputs" / "sweeps" / "tiny").iterdir()
     done = {i: (out / str(i) / "metrics.json").is_file() for i in range(4)}
     assert done == {0: True, 1: True, 2: False, 3: False}  # the failed jobs did not stop job 1
     overrides = yaml.safe_load((out / "0" / ".hydra" / "overrides.yaml").read_text())
@@ -113,7 +115,9 @@ def test_grid_runs_in_process_resumes_and_reports(tmp_path, capsys):
     kept = (out / "0" / "metrics.json").stat().st_mtime_ns
     (out / "1" / "metrics.json").unlink()
     capsys.readouterr()
-    sweep.main([str(tmp_path / "tiny.yaml"), "--resume", str(out)])
+    with pytest.raises(SystemExit) as failed:  # jobs 2 and 3 fail again
+        sweep.main([str(tmp_path / "tiny.yaml"), "--resume", str(out)])
+    assert failed.value.code == 1
     assert (out / "0" / "metrics.json").stat().st_mtime_ns == kept
     again = json.loads((out / "1" / "metrics.json").read_text())["val/acc"]
     assert again == accs[1]  # same config and seed: the same result
@@ -483,3 +487,60 @@ def test_a_failed_jobs_error_is_what_its_return_value_raises_without_the_line_hy
     assert capsys.readouterr().err == ""
     with pytest.raises(ValueError, match="the job did not fail"):
         sweep._job_error(JobReturn(status=JobStatus.COMPLETED, _return_value=3))
+
+
+def _started(tmp_path: Path, **changes) -> tuple[Path, Path]:
+    """A sweep file and the directory of a sweep of it as the runner saves it before its first job (no job run)."""
+    path = _write(tmp_path, **changes)
+    spec = sweep_spec.load_spec(path)
+    out = tmp_path / "outputs" / "sweeps" / "tiny" / "started"
+    sweep._save(out, path, spec, sweep.plan(spec, 0, []), [], 0, 1)
+    return path, out
+
+
+@pytest.mark.parametrize(
+    ("edit", "argv", "changed"),
+    [
+        ({"parameters": {"model.hops": {"values": [1, 3]}, "seed": {"values": [0, 1]}, **TINY}}, [],
+         "parameters.model.hops.values"),
+        ({"run_cap": 2, "metric": {"name": "val/loss", "goal": "minimize"}}, [], "metric.name; metric.goal; run_cap"),
+        ({}, ["trainer.max_epochs=3"], "overrides trainer.max_epochs=3 (it ran with none)"),
+        ({}, ["--seed", "3"], "--seed 3 (it ran with --seed 0)"),
+        ({}, ["--replicas", "2"], "--replicas 2 (it ran with --replicas 1)"),
+    ],
+)
+def test_a_resume_that_would_change_the_sweep_is_refused_naming_the_change(tmp_path, capsys, edit, argv, changed):
+    path, out = _started(tmp_path)
+    before = (out / "sweep.yaml").read_bytes()
+    _write(tmp_path, **edit)  # the same file edited, under the same name
+    err = _error(capsys, [str(path), "--resume", str(out), *argv])
+    one_line(err, f"error: --resume {out}: this command changes the sweep it resumes ({changed}), and a resumed sweep "
+             f"runs only the jobs saved in its sweep.yaml: to resume it, give {path} as it was",
+             f"start a new sweep: python -m attnmem.tools.sweep {path}", "(without --resume)")
+    assert (out / "sweep.yaml").read_bytes() == before  # the old grid's record untouched, no job run
+    assert sorted(p.name for p in out.iterdir()) == ["sweep.yaml"]
+
+
+def test_a_sweep_whose_job_failed_exits_non_zero_after_its_report(tmp_path, capsys, monkeypatch):
+    from hydra.core.utils import JobReturn, JobStatus
+
+    def launch(jobs: list[list[str]], base: list[str]) -> list[JobReturn]:  # job 0 finishes, job 1 fails
+        out = Path(next(o for o in base if o.startswith("hydra.sweep.dir=")).partition("=")[2])
+        (out / "0").mkdir()
+        (out / "0" / "metrics.json").write_text(json.dumps({"val/acc": 0.5, "val/loss": 1.0}))
+        (out / "1").mkdir()
+        return [JobReturn(status=JobStatus.COMPLETED, _return_value=0.5),
+                JobReturn(status=JobStatus.FAILED, _return_value=ValueError("boom"))]
+
+    monkeypatch.setattr(sweep, "_launch", launch)
+    path = _write(tmp_path, parameters={"model.hops": {"values": [1, 2]}, "seed": {"value": 0}, **TINY})
+    with pytest.raises(SystemExit) as done:
+        sweep.main([str(path)])
+    assert done.value.code == 1
+    (out,) = (tmp_path / "outputs" / "sweeps" / "tiny").iterdir()
+    assert "| 1 | 1 | 50.0%" in (out / "summary.md").read_text()  # the report came first
+    *_, job, last = capsys.readouterr().err.strip().splitlines()
+    assert job == "error: job 1 failed: ValueError: boom"
+    assert last == (f"error: sweep tiny: 1 of 2 jobs failed (job 1: errors above; the report covers the finished "
+                    f"ones): fix the cause, then run them again with: python -m attnmem.tools.sweep {path} "
+                    f"--resume {out}")

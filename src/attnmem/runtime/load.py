@@ -22,7 +22,7 @@ from attnmem.core.dims import Dims
 from attnmem.core.errors import UserError
 from attnmem.data.qa.babi_text import tokenize
 from attnmem.data.qa.tensors import Example, vectorize
-from attnmem.runtime import checkpoint, legacy, run
+from attnmem.runtime import checkpoint, console, legacy, run, run_dir_guard
 from attnmem.tasks.hooks import DIMS_KEY
 
 
@@ -130,18 +130,34 @@ def _weights(state: dict[str, Any], run_dir: Path, count: int, replica: int | No
 
 def best_checkpoint(run_dir: Path) -> Path:
     """The checkpoint a run's metrics.json was computed from (as it names it); for a run whose metrics.json
-    names none, the best one its `last.ckpt` records, or `last.ckpt` itself when that file is gone."""
+    names none (or an unfinished run), the best one its `last.ckpt` records, or `last.ckpt` itself when that file
+    is gone. One line when the directory holds no run with a checkpoint (`run_dir_guard.check_evaluable`)."""
+    run_dir_guard.check_evaluable(run_dir, str(run_dir))
     named = _named_checkpoint(run_dir)
     if named is not None:
         return named
     last = run_dir / "checkpoints" / "last.ckpt"
-    if not last.is_file():
-        raise UserError(f"{run_dir} has no checkpoints/last.ckpt (a debug=fdr run saves none): train without debug=fdr")
     callbacks: dict[str, Any] = checkpoint.load(last).get("callbacks", {})
     best = next((s["best_model_path"] for s in callbacks.values() if s.get("best_model_path")), None)
     # a moved run directory: the recorded absolute path is stale, the file name is not
     candidate = last.parent / Path(best).name if best else last
     return candidate if candidate.is_file() else last
+
+
+def eval_checkpoint(cfg: DictConfig) -> Path:
+    """The checkpoint eval.yaml's `run_dir` / `ckpt_path` name (a run directory: the one it reported, said in a
+    note); one line when they name none, or two different runs (`run_dir_guard.check_eval_source`)."""
+    run_dir_guard.check_eval_source(cfg)  # as Hydra's RunDirGuard did, for a config composed without it
+    run_dir, ckpt = cfg.get("run_dir"), cfg.get("ckpt_path")
+    if run_dir is not None and ckpt is not None and Path(ckpt).is_file():  # a checkpoint of run_dir's run
+        console.note(f"run_dir={run_dir}: evaluating the checkpoint ckpt_path names, {ckpt}")
+        return Path(ckpt)
+    option, given = ("run_dir", run_dir) if run_dir is not None else ("ckpt_path", ckpt)
+    if not Path(given).is_dir():
+        return Path(given)
+    best = best_checkpoint(Path(given))
+    console.note(run_dir_guard.evaluating(Path(given), f"{option}={given}", best))
+    return best
 
 
 def _named_checkpoint(run_dir: Path) -> Path | None:

@@ -220,16 +220,9 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
 
 
 def _eval_checkpoint(cfg: DictConfig) -> Path:
-    # a run directory (run_dir=<run>, or ckpt_path=<run>) stands for the checkpoint the run reported: its best
-    from attnmem.runtime.load import best_checkpoint  # load.py imports this module
+    from attnmem.runtime.load import eval_checkpoint  # load.py imports this module
 
-    run_dir_guard.check_eval_source(cfg)  # as Hydra's RunDirGuard did, for a config composed without it
-    option, given = ("run_dir", cfg.run_dir) if cfg.get("run_dir") is not None else ("ckpt_path", cfg.ckpt_path)
-    if Path(given).is_dir():
-        best = best_checkpoint(Path(given))
-        console.note(f"{option}={given}: evaluating the checkpoint the run reported, {best}")
-        return best
-    return Path(given)
+    return eval_checkpoint(cfg)
 
 
 def check_compatible(cfg: DictConfig) -> str:

@@ -10,6 +10,7 @@ directory's lock there (`run_lock`), so a second process is refused before Hydra
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable
@@ -23,7 +24,9 @@ from omegaconf import DictConfig, OmegaConf
 from attnmem.core.errors import UserError
 from attnmem.runtime import legacy, resume, run_lock
 
-__all__ = ["RunDirGuard", "check_eval_source", "check_run_dir", "discard_refused", "finished"]
+__all__ = [
+    "RunDirGuard", "check_eval_source", "check_evaluable", "check_run_dir", "discard_refused", "evaluating", "finished"
+]
 
 # the run directories this process's `on_run_start` found absent, so that this command made them
 MADE_HERE: set[Path] = set()
@@ -126,15 +129,101 @@ def _check_not_a_sweep(run_dir: Path) -> None:
 
 
 def check_eval_source(cfg: DictConfig) -> None:
-    """Stop with one line when eval.yaml's `run_dir` is not a directory, or its `ckpt_path` is missing or names
-    nothing (a directory there stands for a run, as `run_dir`)."""
-    if cfg.get("run_dir") is not None:
-        if not Path(cfg.run_dir).is_dir():
-            raise UserError(f"run_dir={cfg.run_dir}: no such run directory")
+    """Stop with one line when eval.yaml's `run_dir` or `ckpt_path` names nothing to evaluate (a directory there
+    stands for a run, as `run_dir`: see `check_evaluable`), or `ckpt_path` is not a checkpoint of `run_dir`'s run."""
+    run_dir, ckpt = cfg.get("run_dir"), cfg.get("ckpt_path")  # None for a ckpt_path left at ???
+    if run_dir is not None:
+        if Path(run_dir).is_file():
+            raise UserError(f"run_dir={run_dir} is a file, not a run directory: for a checkpoint, ckpt_path={run_dir}")
+        if not Path(run_dir).is_dir():
+            raise UserError(f"run_dir={run_dir}: no such run directory")
+        if ckpt is None or not _check_same_run(Path(run_dir), str(ckpt)):
+            check_evaluable(Path(run_dir), f"run_dir={run_dir}")
     elif OmegaConf.is_missing(cfg, "ckpt_path"):
         raise UserError("ckpt_path needs a value (??? in the config): pass ckpt_path=... or run_dir=<run>")
-    elif not Path(cfg.ckpt_path).exists():
-        raise UserError(f"ckpt_path={cfg.ckpt_path}: no such checkpoint file")
+    elif not Path(ckpt).exists():
+        raise UserError(f"ckpt_path={ckpt}: no such checkpoint file")
+    elif Path(ckpt).is_dir():
+        check_evaluable(Path(ckpt), f"ckpt_path={ckpt}")
+
+
+def _check_same_run(run_dir: Path, ckpt: str) -> bool:
+    """Whether `ckpt_path` is a checkpoint file of the run in `run_dir` (False: the run directory itself); one line
+    when it is nothing, or lies outside that run (it names another run than run_dir)."""
+    path = Path(ckpt)
+    if not path.exists():
+        raise UserError(f"ckpt_path={ckpt}: no such checkpoint file")
+    if path.resolve() == run_dir.resolve():
+        return False
+    if path.is_file() and path.resolve().is_relative_to(run_dir.resolve()):
+        return True
+    other = path if path.is_dir() else path.parent.parent if path.parent.name == "checkpoints" else path.parent
+    raise UserError(
+        f"run_dir={run_dir} ckpt_path={ckpt}: the checkpoint is not one of that run's (it lies in {other}), so the "
+        f"two options name different runs: drop ckpt_path to evaluate the checkpoint {run_dir} reported, or drop "
+        "run_dir to evaluate that checkpoint with its own run's config"
+    )
+
+
+def check_evaluable(run_dir: Path, option: str) -> None:
+    """Stop with one line, `option` naming `run_dir`, when it holds no run with a checkpoint to evaluate: a sweep's
+    directory, one train.py did not make, a run (debug=fdr or not) without checkpoints, or stopped before its first."""
+    marker = next((f for f in SWEEP_FILES if (run_dir / f).is_file()), None)
+    if marker is not None:
+        jobs = sorted((p.name for p in run_dir.iterdir() if p.name.isdigit() and p.is_dir()), key=int)
+        raise UserError(
+            f"{option} is a sweep's directory ({marker}), not a run's: evaluate one of its runs, {option}/<job> "
+            f"(its jobs: {', '.join(jobs[:8]) + (', ...' if len(jobs) > 8 else '') or 'none yet'})"
+        )
+    config = run_dir / ".hydra" / "config.yaml"
+    if not config.is_file():
+        parent = (run_dir.parent / ".hydra" / "config.yaml").is_file()
+        raise UserError(
+            f"{option} is not a run directory of train.py (no .hydra/config.yaml): pass the run directory a "
+            "training printed at its end" + (f" ({run_dir.parent}?)" if parent else "")
+        )
+    try:  # a damaged metrics.json is reported where it is read (runtime/load.py)
+        reported = json.loads((run_dir / "metrics.json").read_text()).get("checkpoint") if finished(run_dir) else None
+    except (OSError, ValueError, AttributeError):
+        return
+    if reported is not None or (run_dir / "checkpoints" / "last.ckpt").is_file():
+        return
+    if _fast_dev_run(config):
+        raise UserError(
+            f"{option} is a debug=fdr run (trainer.fast_dev_run: one batch) without a checkpoint: nothing to "
+            "evaluate; train without debug=fdr for a run to evaluate"
+        )
+    if finished(run_dir):
+        raise UserError(
+            f"{option} saved no checkpoint (its metrics.json names none and there is no checkpoints/last.ckpt): "
+            "nothing to evaluate; train with the checkpoint callback (callbacks.model_checkpoint) on"
+        )
+    raise UserError(
+        f"{option} is an unfinished run with no checkpoint (no metrics.json, no checkpoints/last.ckpt: it stopped "
+        "before its first epoch ended): nothing to evaluate; train it again, in a new hydra.run.dir"
+    )
+
+
+def evaluating(run_dir: Path, option: str, ckpt: Path) -> str:
+    """The note that says which checkpoint of the run in `run_dir` (named by `option`) an evaluation takes, and why."""
+    if not finished(run_dir):
+        return (
+            f"{option} is an unfinished run (no metrics.json: interrupted, or still training), so it reported no "
+            f"checkpoint: evaluating the best it has saved so far, {ckpt}; to finish the run: python train.py "
+            f"hydra.run.dir={run_dir} resume=auto"
+        )
+    if json.loads((run_dir / "metrics.json").read_text()).get("checkpoint") is None:
+        fdr = _fast_dev_run(run_dir / ".hydra" / "config.yaml")
+        what = "a debug=fdr run (trainer.fast_dev_run: one batch)" if fdr else "a run"
+        return f"{option} is {what} whose metrics.json names no checkpoint (its final weights): evaluating {ckpt}"
+    return f"{option}: evaluating the checkpoint the run reported, {ckpt}"
+
+
+def _fast_dev_run(config: Path) -> bool:
+    try:
+        return bool(OmegaConf.select(OmegaConf.load(config), "trainer.fast_dev_run"))
+    except Exception:  # noqa: BLE001 - an unreadable config is reported where the run is rebuilt
+        return False
 
 
 def check_sweep_dir(sweep_dir: Path) -> None:

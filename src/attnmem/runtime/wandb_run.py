@@ -1,9 +1,10 @@
-"""W&B runs that survive a resume (the run id travels in the checkpoint), stay local when W&B cannot be reached,
-and get the final metrics in their summary."""
+"""W&B runs that survive a resume (the run id travels in the checkpoint), stay local when W&B cannot be reached
+(no answer, a failed TLS handshake, no W&B API at the address), and get the final metrics in their summary."""
 
 from __future__ import annotations
 
 import os
+import re
 import ssl
 import threading
 import urllib.error
@@ -22,6 +23,9 @@ from attnmem.runtime import checkpoint, console
 # online, W&B itself would wait 90 s, then raise
 REACH_SECONDS = 10.0
 LOCAL_MODES = ("offline", "dryrun", "disabled")
+# what the check asks W&B's GraphQL endpoint (where W&B sends every call): any server of W&B answers it, with or
+# without a key; a host without that endpoint answers 404, which W&B would raise as a CommError
+QUERY = b'{"query": "{ __typename }"}'
 
 
 def continue_run(cfg: DictConfig, ckpt_path: str | None) -> None:
@@ -37,7 +41,8 @@ def continue_run(cfg: DictConfig, ckpt_path: str | None) -> None:
 
 
 def choose_mode(cfg: DictConfig) -> None:
-    """Log W&B offline when online would fail: without a key, or (with one note) when its host does not answer."""
+    """Log W&B offline when online would fail: without a key, or (with one note) when its host does not answer,
+    fails the TLS handshake or has no W&B API."""
     wandb_cfg = (cfg.get("logger") or {}).get("wandb")
     if not wandb_cfg:
         return
@@ -51,7 +56,7 @@ def choose_mode(cfg: DictConfig) -> None:
     if not _has_key(url):  # W&B raises without credentials; a run with no key stays local instead
         os.environ.setdefault("WANDB_MODE", "offline")
         return
-    problem = unreachable(url, REACH_SECONDS)
+    problem = unreachable(url, REACH_SECONDS, verify=not _tls_unchecked())
     if problem is None:
         return
     os.environ["WANDB_MODE"] = "offline"
@@ -86,18 +91,27 @@ def _has_key(url: str) -> bool:
     return netrc.is_file() and any(host in netrc.read_text() for host in hosts)
 
 
-def unreachable(url: str, seconds: float) -> str | None:
-    """Why `url` gives no HTTP answer (a timeout of `seconds`, all ending within `seconds` + 1); None if it answers."""
+def unreachable(url: str, seconds: float, *, verify: bool = True) -> str | None:
+    """Why W&B's API at `url` cannot be used: no HTTP answer (a timeout of `seconds`, all ending within `seconds` + 1),
+    a TLS handshake that fails (unless not `verify`), HTTP 404 from its GraphQL endpoint; None if it answers."""
     found: list[str | None] = []
+    endpoint = f"{url.rstrip('/')}/graphql"
+    context = ssl.create_default_context()  # the system's CAs and SSL_CERT_FILE, as W&B's own client reads them
+    if not verify:  # WANDB_INSECURE_DISABLE_SSL: W&B skips the check too
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
 
     def ask() -> None:
+        request = urllib.request.Request(endpoint, QUERY, {"Content-Type": "application/json"}, method="POST")
         try:
-            urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=seconds).close()
+            urllib.request.urlopen(request, timeout=seconds, context=context).close()
             found.append(None)
-        except urllib.error.HTTPError:  # any HTTP status: the server is there
-            found.append(None)
-        except urllib.error.URLError as err:  # a certificate W&B may accept (its own CA settings): there too
-            found.append(None if isinstance(err.reason, ssl.SSLError) else _reason(err.reason))
+        except urllib.error.HTTPError as err:  # an HTTP status: the server is there, but may have no W&B API
+            missing = err.code == 404
+            found.append(f"HTTP {err.code} {err.reason} from {endpoint}: no W&B server there" if missing else None)
+        except urllib.error.URLError as err:
+            found.append(_tls(err.reason) if isinstance(err.reason, ssl.SSLError) else _reason(err.reason))
+        except ssl.SSLError as err:  # a handshake that fails after the connection (urllib passes it on as it is)
+            found.append(_tls(err))
         except (OSError, ValueError) as err:  # a timeout while reading, a malformed URL
             found.append(_reason(err))
 
@@ -105,6 +119,15 @@ def unreachable(url: str, seconds: float) -> str | None:
     thread.start()
     thread.join(seconds + 1)  # a name lookup has no timeout of its own: stop waiting for it too
     return found[0] if found else f"no answer within {seconds:g} s"
+
+
+def _tls_unchecked() -> bool:
+    return os.environ.get("WANDB_INSECURE_DISABLE_SSL", "").lower() in ("1", "true", "yes")
+
+
+def _tls(err: ssl.SSLError) -> str:
+    # "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: self-signed certificate (_ssl.c:1000)"
+    return "TLS handshake failed: " + re.sub(r"^\[SSL: \w+\] |\s*\(_ssl\.c:\d+\)$", "", str(err))
 
 
 def _reason(err: object) -> str:

@@ -36,7 +36,7 @@ from attnmem.core import atomic, compat, packaged
 from attnmem.core.errors import UserError
 from attnmem.replicas import sweep as sweep_replicas
 from attnmem.runtime import cli, extras
-from attnmem.tools import protocol, scoreboard, sweep_report
+from attnmem.tools import protocol, scoreboard, sweep_report, sweep_spec
 from attnmem.tools.sweep_spec import (
     args_no_hyphens,
     first_point,
@@ -108,7 +108,7 @@ def _launch(jobs: list[list[str]], base: list[str]) -> list[Any]:
     return list(launcher.launch(jobs, initial_job_idx=0)) if jobs else []
 
 
-def _optuna(spec: dict[str, Any], base: list[str], extra: list[str], seed: int) -> None:
+def _optuna(spec: dict[str, Any], base: list[str], extra: list[str], seed: int, out: Path) -> str | None:
     goal = spec["metric"]["goal"]
     overrides = (
         optuna_overrides(spec)
@@ -130,7 +130,9 @@ def _optuna(spec: dict[str, Any], base: list[str], extra: list[str], seed: int) 
     try:
         hydra.multirun(CONFIG_NAME, train_job, overrides)
     except Exception as err:  # the Optuna sweeper stops at a failed trial; the report lists what finished
-        print(f"error: the Optuna study stopped: {str(err).splitlines()[0]}", file=sys.stderr)
+        return f"the Optuna study stopped at a failed trial: {str(err).splitlines()[0]}; start a new sweep"
+    trials = sorted(int(d.name) for d in out.iterdir() if d.name.isdigit())
+    return _failed(out, trials, "start a new sweep (a bayes sweep cannot be resumed)")
 
 
 def sweep_dir(spec: dict[str, Any], cfg: DictConfig) -> Path:
@@ -157,17 +159,18 @@ def run(
     n_jobs: int = 2,
     resume: Path | None = None,
     dry_run: bool = False,
-    seed: int = 0,
+    seed: int | None = None,
     extra: list[str] | None = None,
-    replicas: int = 1,
+    replicas: int | None = None,
 ) -> Path | None:
-    """Check the sweep file, run its jobs (the unfinished ones of `resume`), then write the report."""
+    """Check the sweep file, run its jobs (of `resume`: the unfinished ones), report; then fail if a job failed."""
     path = packaged.sweep_file(path)
     spec, extra = load_spec(path), list(extra or [])
     with initialize_config_dir(config_dir=str(packaged.conf_dir()), version_base="1.3", job_name="train"):
         if resume is not None:
-            spec, jobs, extra, seed = _resumed(resume, path)
+            spec, jobs, extra, seed = _resumed(resume, path, spec, extra, seed, replicas)
         else:
+            seed, replicas = seed or 0, replicas or 1
             jobs = plan(spec, seed, extra) if spec["method"] != "bayes" else []
             jobs = sweep_replicas.fold(jobs, replicas, _replica_rule(path, spec))
         check_names(spec, path, extra)
@@ -184,21 +187,19 @@ def run(
         if spec["method"] == "bayes":
             extras.require("hydra_optuna_sweeper")
         out = resume or sweep_dir(spec, compose(CONFIG_NAME, overrides=first))  # extra may need the sweep's groups
-        pending = [i for i, _ in enumerate(jobs) if not (out / str(i) / "metrics.json").is_file()]
-        _save(out, path, spec, jobs, extra, seed)
+        if resume is None:  # a resumed sweep keeps its record as it is (but its wall time)
+            _save(out, path, spec, jobs, extra, seed, replicas or 1)
         base = ["hydra.mode=MULTIRUN", f"hydra.sweep.dir={out}"]
         base += ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={n_jobs}"] if launcher == "joblib" else []
         start = time.perf_counter()
-        if spec["method"] == "bayes":
-            _optuna(spec, base, extra, seed)
-        else:
-            print(f"sweep {spec['name']}: {len(pending)} of {len(jobs)} jobs to run into {out}")
-            returns = _launch([_job(jobs[i], i, out) for i in pending], base)
-            _print_failures(returns, pending)
+        bayes = spec["method"] == "bayes"
+        failed = _optuna(spec, base, extra, seed, out) if bayes else _grid(spec, jobs, base, out, path)
     seconds = time.perf_counter() - start
     print(f"sweep {spec['name']}: {seconds:.0f} s")
     _add_seconds(out, seconds)
     report(out)
+    if failed:  # the report covers what finished; the exit status says that not everything did
+        raise UserError(f"sweep {spec['name']}: {failed}")
     return out
 
 
@@ -242,11 +243,24 @@ def _job(overrides: list[str], index: int, out: Path) -> list[str]:
     return overrides + resume + [f"hydra.sweep.subdir={index}"]
 
 
-def _print_failures(returns: list[Any], indices: list[int]) -> None:
-    for i, ret in zip(indices, returns):
-        if ret.status == JobStatus.FAILED:
-            error = _job_error(ret)
-            print(f"error: job {i} failed: {type(error).__name__}: {error}", file=sys.stderr)
+def _grid(spec: dict[str, Any], jobs: list[list[str]], base: list[str], out: Path, path: Path) -> str | None:
+    """Run the jobs of a grid or random sweep that have not finished; what failed, in one line (None if none)."""
+    pending = [i for i, _ in enumerate(jobs) if not (out / str(i) / "metrics.json").is_file()]
+    print(f"sweep {spec['name']}: {len(pending)} of {len(jobs)} jobs to run into {out}")
+    returns = _launch([_job(jobs[i], i, out) for i in pending], base)
+    # a job stopped by a user error has printed its line and returned (cli.guarded); the others raised
+    for i, error in ((i, _job_error(r)) for i, r in zip(pending, returns) if r.status == JobStatus.FAILED):
+        print(f"error: job {i} failed: {type(error).__name__}: {error}", file=sys.stderr)
+    return _failed(out, pending, f"run them again with: python -m attnmem.tools.sweep {path} --resume {out}")
+
+
+def _failed(out: Path, jobs: list[int], again: str) -> str | None:
+    """Those of `jobs` left without metrics.json (their errors printed above), in one line; None if none is."""
+    failed = [i for i in jobs if not (out / str(i) / "metrics.json").is_file()]
+    if not failed:
+        return None
+    return (f"{len(failed)} of {len(jobs)} jobs failed ({', '.join(f'job {i}' for i in failed)}: errors above; the "
+            f"report covers the finished ones): fix the cause, then {again}")
 
 
 def _job_error(ret: Any) -> BaseException:
@@ -271,24 +285,27 @@ def _print_plan(spec: dict[str, Any], jobs: list[list[str]], extra: list[str]) -
     print(f"{len(jobs)} jobs")
 
 
-def _save(out: Path, path: Path, spec: dict[str, Any], jobs: list[list[str]], extra: list[str], seed: int) -> None:
+def _save(
+    out: Path, path: Path, spec: dict[str, Any], jobs: list[list[str]], extra: list[str], seed: int, replicas: int
+) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    saved = {"file": str(path), "seed": seed, "overrides": extra, "spec": spec, "jobs": jobs}
-    earlier = yaml.safe_load((out / SPEC_FILE).read_text()) if (out / SPEC_FILE).is_file() else {}
-    if "seconds" in earlier:  # a resumed sweep keeps the wall time of its earlier sessions
-        saved["seconds"] = earlier["seconds"]
+    saved = {"file": str(path), "seed": seed, "overrides": extra, "replicas": replicas, "spec": spec, "jobs": jobs}
     atomic.write_text(out / SPEC_FILE, yaml.safe_dump(saved, sort_keys=False))
 
 
-def _resumed(out: Path, path: Path) -> tuple[dict[str, Any], list[list[str]], list[str], int]:
+def _resumed(
+    out: Path, path: Path, spec: dict[str, Any], extra: list[str], seed: int | None, replicas: int | None
+) -> tuple[dict[str, Any], list[list[str]], list[str], int]:
+    """The saved sweep of `out` (spec, jobs, overrides, seed); one line when this command would change it."""
     saved_path = out / SPEC_FILE
     if not saved_path.is_file():
         raise UserError(f"--resume {out}: no {SPEC_FILE} there; is it a sweep directory?")
     saved = yaml.safe_load(saved_path.read_text())
-    if saved["spec"]["name"] != load_spec(path)["name"]:
+    if saved["spec"]["name"] != spec["name"]:
         raise UserError(f"--resume {out}: made by sweep '{saved['spec']['name']}', not {path}")
     if saved["spec"]["method"] == "bayes":
         raise UserError(f"--resume {out}: a bayes (Optuna) sweep cannot be resumed; start a new one")
+    sweep_spec.check_resume(out, path, saved, spec, extra, {"--seed": seed, "--replicas": replicas})
     return saved["spec"], saved["jobs"], saved["overrides"], saved["seed"]
 
 
@@ -310,8 +327,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.add_argument("--launcher", choices=("basic", "joblib"), default="basic")
         parser.add_argument("--n-jobs", type=int, default=2, help="parallel processes with --launcher joblib")
         parser.add_argument("--resume", type=Path, help="a sweep directory: run its unfinished jobs")
-        parser.add_argument("--seed", type=int, default=0, help="seed of the random method's draws and of Optuna")
-        parser.add_argument("--replicas", type=int, default=1, help="train up to R consecutive seeds in one job")
+        parser.add_argument("--seed", type=int, help="seed of the random method's draws and of Optuna (default 0)")
+        parser.add_argument("--replicas", type=int, help="train up to R consecutive seeds in one job (default 1)")
         args = parser.parse_intermixed_args(argv)
         run(
             args.file,

@@ -68,6 +68,7 @@ OPTUNA = {  # the local bayes runner is Hydra's Optuna sweeper
     "log_uniform_values": "tag(log, interval({min}, {max}))",
 }
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")  # W&B's pattern for a parameter name
+_ABSENT = object()  # the value of a key one of two compared mappings lacks
 
 
 def load_spec(path: Path) -> dict[str, Any]:
@@ -276,3 +277,37 @@ def optuna_overrides(spec: dict[str, Any]) -> list[str]:
         else:
             found.append(f"{name}={OPTUNA[param['distribution']].format(**param)}")
     return found
+
+
+def check_resume(
+    out: Path, path: Path, saved: dict[str, Any], spec: dict[str, Any], extra: list[str], flags: dict[str, int | None]
+) -> None:
+    """Stop with one line when a `--resume out` command would change the sweep it resumes (`saved`, its
+    `sweep.yaml`): the sweep file `path` edited since (the keys named), other overrides, another --seed or --replicas
+    (`flags`: those given, else None)."""
+    before = dict(saved["spec"])
+    if "metric" not in spec:  # the runner filled it in from what the first job monitors
+        before.pop("metric", None)
+    changed = changed_keys(before, spec)
+    if extra and extra != saved["overrides"]:
+        changed.append(f"overrides {' '.join(extra)} (it ran with {' '.join(saved['overrides']) or 'none'})")
+    given = {flag: value for flag, value in flags.items() if value is not None}
+    for flag, value in given.items():
+        if value != saved.get(flag.removeprefix("--"), value):  # a sweep.yaml older than the record of --replicas
+            changed.append(f"{flag} {value} (it ran with {flag} {saved[flag.removeprefix('--')]})")
+    if changed:
+        new = " ".join([str(path), *extra, *(f"{flag} {value}" for flag, value in given.items())])
+        raise UserError(
+            f"--resume {out}: this command changes the sweep it resumes ({'; '.join(changed)}), and a resumed sweep "
+            f"runs only the jobs saved in its sweep.yaml: to resume it, give {saved['file']} as it was, without other "
+            f"overrides, --seed or --replicas; to run the change, start a new sweep: python -m attnmem.tools.sweep "
+            f"{new} (without --resume)"
+        )
+
+
+def changed_keys(before: Any, after: Any, prefix: str = "") -> list[str]:
+    """The dotted keys whose values differ between two nested mappings (a key in one of them only counts)."""
+    if not (isinstance(before, dict) and isinstance(after, dict)):
+        return [prefix.removesuffix(".") or "the whole file"] if before != after else []
+    keys = [*before, *(k for k in after if k not in before)]
+    return [c for k in keys for c in changed_keys(before.get(k, _ABSENT), after.get(k, _ABSENT), f"{prefix}{k}.")]
