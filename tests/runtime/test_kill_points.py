@@ -1,7 +1,7 @@
 """Kill points (attnmem.core.faults): a run stopped as SIGKILL stops it mid-write of a checkpoint, before its rename,
-after the rename and before the manifest's update, mid-manifest (20 kills, each point asserted reached), then
-continued to its end, ends with an unbroken run's metrics and whole CSV history; no kill leaves a file that a later
-read accepts while damaged.
+after the rename and before the manifest's update, mid-manifest (20 kills, each point asserted reached; a 21st
+mid-CSV), then continued to its end, ends with an unbroken run's metrics and whole CSV history; no kill leaves a
+file that a later read accepts while damaged.
 
 Each run is a forked child of this test's process (torch and Lightning imported once): the child sets
 ATTNMEM_KILL_AT and trains as train.py would; the kill point leaves it with os._exit, no cleanup."""
@@ -40,7 +40,8 @@ CHAINS = {
           "checkpoint:mid_write:4",
           "manifest.json:before_rename:1",
           "checkpoint:after_rename:2",
-          "checkpoint:before_rename:2"],
+          "checkpoint:before_rename:2",
+          "metrics.csv:mid_write:2"],  # the CSV history half written (a 21st kill, beyond the issue's 20)
     "b": ["checkpoint:before_rename:1",
           "checkpoint:mid_write:3",
           "manifest.json:mid_write:1",  # a resume's update of the manifest, half written
@@ -101,8 +102,12 @@ def _nothing_damaged_is_accepted(run_dir: Path, point: str, temps_before: set[Pa
     if stage == "mid_write":
         temps = [p for p in _temps(run_dir) - temps_before if _kind_of(p) == kind]
         assert len(temps) == 1, f"{point}: no temp file left half written"
-        with pytest.raises((UserError, ValueError)):
-            checkpoint.load(temps[0]) if kind == "checkpoint" else json.loads(temps[0].read_text())
+        if kind == "checkpoint":
+            with pytest.raises(UserError, match="not a checkpoint"):
+                checkpoint.load(temps[0])
+        elif kind.endswith(".json"):
+            with pytest.raises(ValueError):
+                json.loads(temps[0].read_text())
 
 
 def _temps(run_dir: Path) -> set[Path]:
