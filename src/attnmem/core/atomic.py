@@ -9,6 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from attnmem.core import faults
+
 
 @contextmanager
 def replacing(path: Path) -> Iterator[Path]:
@@ -22,7 +24,10 @@ def replacing(path: Path) -> Iterator[Path]:
     try:
         yield tmp
         if tmp.exists():
+            faults.point(f"{faults.kind(path)}:mid_write", tmp)  # kill points for tests (core/faults.py)
+            faults.point(f"{faults.kind(path)}:before_rename")
             os.replace(tmp, path)
+            faults.point(f"{faults.kind(path)}:after_rename")
     finally:
         tmp.unlink(missing_ok=True)
 

@@ -18,6 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 import attnmem
+from attnmem.core import faults
 from attnmem.core.atomic import write_json
 
 PACKAGES = ("torch", "lightning", "torchmetrics", "hydra-core", "omegaconf", "numpy", "wandb")
@@ -94,6 +95,7 @@ def split_sizes(datamodule: Any) -> dict[str, int]:
 def add_resume(out_dir: Path, checkpoint: str, step: int, changed: dict[str, dict[str, Any]]) -> Path:
     """Record a resume in the run's manifest: when, from which checkpoint and step, by what command, and the
     options it changed (those a resume may change)."""
+    faults.point("manifest.json:before_update")  # a kill point for tests (core/faults.py)
     path = out_dir / "manifest.json"
     manifest = read(out_dir)
     resume = {"at": _now(), "checkpoint": checkpoint, "step": step, "command": _command(),
