@@ -16,7 +16,6 @@ from conftest import FAST, cli_error, one_line
 
 from attnmem.core.errors import UserError
 from attnmem.runtime import cli, model_memory, run, run_dir_guard
-from attnmem.tasks.clipping import clip_per_weight
 
 TINY = [*FAST, "data.source.num_train=60", "data.source.num_val=20", "data.source.num_test=20", "trainer.max_epochs=1"]
 STEP_LR = "scheduler={_target_:torch.optim.lr_scheduler.StepLR,_partial_:true}"
@@ -82,14 +81,6 @@ def test_the_meta_build_leaves_the_random_generators_as_they_were():
     assert model_memory.parameters_on_meta(lambda: torch.nn.Linear(int(torch.ones(1).item()), 1)) is None
 
 
-def test_per_weight_clipping_refuses_a_negative_bound():
-    weight = torch.nn.Parameter(torch.ones(2, 2))
-    weight.grad = torch.ones(2, 2)
-    with pytest.raises(ValueError, match="gradient_clip_val must be > 0 for per-weight clipping, got -1"):
-        clip_per_weight([[weight]], -1.0)
-    assert torch.equal(weight.grad, torch.ones(2, 2))  # untouched: no gradient ascent
-
-
 @pytest.mark.slow  # a subprocess: ~5 s of imports alone, 20 s on a loaded machine
 def test_cli_non_finite_learning_rate_leaves_no_run_folder(tmp_path):
     one_line(cli_error(tmp_path, "optimizer.lr=nan", "data.source.num_train=60"), "optimizer.lr=nan: expected a finite")
@@ -97,7 +88,7 @@ def test_cli_non_finite_learning_rate_leaves_no_run_folder(tmp_path):
 
 
 @pytest.mark.parametrize(("overrides", "fragments"), [
-    (["trainer.gradient_clip_algorithm=normm"], ["Trainer", "`gradient_clip_algorithm` normm is invalid", "trainer"]),
+    (["+trainer.gradient_clip_algorithm=normm"], ["Trainer", "`gradient_clip_algorithm` normm is invalid", "trainer"]),
     (["+trainer.max_epoch=3"], ["Trainer", "unexpected keyword argument 'max_epoch'", "full_key: trainer"]),
 ], ids=["lightning-refuses", "unknown-keyword"])
 def test_a_constructor_refusing_its_options_is_one_line(compose_cfg, capsys, overrides, fragments):

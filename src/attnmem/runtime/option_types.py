@@ -128,7 +128,8 @@ def _members(hint: Any) -> tuple[Any, ...]:
     # a union's members less None; a tensor is an alternative to a number (torch.optim's `lr: float | Tensor`)
     members = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
     members = tuple(m for m in members if m is not type(None))
-    numbers = tuple(m for m in members if not (isinstance(m, type) and f"{m.__module__}.{m.__name__}" == "torch.Tensor"))
+    numbers = tuple(m for m in members if not (isinstance(m, type) and m.__qualname__ == "Tensor"
+                                               and m.__module__ == "torch"))
     return numbers if numbers else members
 
 
@@ -190,6 +191,7 @@ def _missing_target(path: str) -> str | None:
         found = inner
     return None
 
+
 def _nan(value: Any) -> bool:
     # nan passes every comparison a constructor makes (`lr < 0` is False) and then poisons every step
     values = list(value) if isinstance(value, ListConfig) else [value]
@@ -212,8 +214,8 @@ def _check_numbers(config: DictConfig, key: str) -> None:
 
 def _try_partials(cfg: DictConfig) -> None:
     # the optimizer and scheduler are built only once training starts, after the run's files are written: build
-    # them now on one dummy weight, so that what their constructors refuse stops the run before anything is
-    import torch
+    # them now on one dummy weight, so that what their constructors refuse stops the run before anything is written
+    import torch  # here: the type checks above stay importable without torch
 
     optimizer = _call(cfg, "optimizer", params=[torch.nn.Parameter(torch.zeros(1))])
     if optimizer is not None:
@@ -232,6 +234,7 @@ def _call(cfg: DictConfig, key: str, **given: Any) -> Any:
         raise UserError(f"{key} ({cfg[key]._target_}): {_one_line(err.__cause__ or err)}") from None
     except (TypeError, ValueError) as err:
         raise UserError(f"{key} ({cfg[key]._target_}): {_one_line(err)}") from None
+
 
 def _one_line(err: BaseException) -> str:
     return " ".join(str(err).split())
