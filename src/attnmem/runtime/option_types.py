@@ -200,8 +200,9 @@ def _nan(value: Any) -> bool:
 
 def _check_numbers(config: DictConfig, key: str) -> None:
     # non-finite numbers mean nothing to an optimizer, scheduler or trainer; some options must not be negative
-    for name in config:
-        if str(name).startswith("_") or OmegaConf.is_interpolation(config, name):  # type: ignore[arg-type]
+    for option in config:
+        name = str(option)
+        if name.startswith("_") or OmegaConf.is_interpolation(config, name):
             continue
         value = config[name]
         values = list(value) if isinstance(value, ListConfig) else [value]
@@ -209,7 +210,7 @@ def _check_numbers(config: DictConfig, key: str) -> None:
         if any(not math.isfinite(v) for v in numbers):
             raise UserError(f"{key}.{name}={value}: expected a finite number, not nan or inf")
         if name in NON_NEGATIVE and any(v < 0 for v in numbers):
-            raise ValueError(f"{key}.{name} must be >= 0, got {value}: {NON_NEGATIVE[str(name)]}")
+            raise ValueError(f"{key}.{name} must be >= 0, got {value}: {NON_NEGATIVE[name]}")
 
 
 def _try_partials(cfg: DictConfig) -> None:
