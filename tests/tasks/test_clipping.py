@@ -91,3 +91,11 @@ def test_the_qa_task_clips_with_the_nil_row_then_lets_the_net_zero_it():
     sgd = instantiate({"_target_": "torch.optim.SGD", "_partial_": True, "lr": 0.1})
     QATask(net, optimizer=sgd, dims=dims, clip_per_weight=True).configure_gradient_clipping(None, 20.0, "norm")
     torch.testing.assert_close(net.embed.weight.grad, torch.tensor([[0.0, 0.0], [15.0, 0.0]]))  # 40 -> 20, then 0
+
+
+def test_per_weight_clipping_refuses_a_negative_bound():
+    weight = torch.nn.Parameter(torch.ones(2, 2))
+    weight.grad = torch.ones(2, 2)
+    with pytest.raises(ValueError, match="gradient_clip_val must be > 0 for per-weight clipping, got -1"):
+        clip_per_weight([[weight]], -1.0)
+    assert torch.equal(weight.grad, torch.ones(2, 2))  # untouched: no gradient ascent

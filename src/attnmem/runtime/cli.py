@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import CompactHydraException, MissingConfigException, OverrideParseException
+from hydra.errors import CompactHydraException, InstantiationException, MissingConfigException, OverrideParseException
 from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import MissingMandatoryValue
@@ -67,27 +67,41 @@ def one_line(err: CompactHydraException) -> str:
 
 def guarded(cfg: DictConfig, entry: str) -> Any:
     """Run `attnmem.runtime.run.<entry>(cfg)`; print a user error as one line and exit 1 (a multirun goes on)."""
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
     from attnmem.runtime import distributed, run  # torch and Lightning: only once a run starts
 
     _log_once()
     try:
         with distributed.job_scope():
             return getattr(run, entry)(cfg)
-    except (UserError, ValueError, MissingMandatoryValue, ImportError, CompactHydraException) as err:
+    except (UserError, ValueError, MissingMandatoryValue, ImportError, CompactHydraException,
+            MisconfigurationException) as err:
         # a missing module of an extra (logger=wandb without W&B) may come wrapped in Hydra's instantiation error
-        text = extras.missing(err)
+        text = extras.missing(err) or refused_option(err)
         if os.environ.get(FULL_ERROR, os.environ.get("HYDRA_FULL_ERROR")) == "1" or (
             text is None and isinstance(err, (ImportError, CompactHydraException))
         ):
             raise
         if isinstance(err, MissingMandatoryValue):  # a `???` in the yaml that the command line did not fill
             text = f"{err.full_key} needs a value (??? in the config): pass {err.full_key}=..."
-        print(f"error: {text or err}", file=sys.stderr)
+        print(f"error: {text or ' '.join(str(err).split())}", file=sys.stderr)
         if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
             return None
         if HydraConfig.initialized():
             run_dir_guard.discard_refused(Path(HydraConfig.get().runtime.output_dir))
         raise SystemExit(1) from None
+
+
+def refused_option(err: BaseException) -> str | None:
+    """On one line, a constructor's refusal of its options: Lightning's `MisconfigurationException`, or one that
+    Hydra's instantiation wraps (that, or a `TypeError` such as an unexpected keyword); None for other errors."""
+    cause = err.__cause__ if isinstance(err, InstantiationException) else err
+    if type(cause).__name__ == "MisconfigurationException" or (
+        isinstance(err, InstantiationException) and isinstance(cause, TypeError)
+    ):
+        return " ".join(str(err).split())
+    return None
 
 
 def _log_once() -> None:

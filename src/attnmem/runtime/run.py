@@ -37,6 +37,7 @@ from attnmem.runtime import (
     hardware,
     legacy,
     manifest,
+    model_memory,
     option_types,
     process,
     resume,
@@ -69,7 +70,7 @@ def setup(
 ) -> tuple[L.LightningDataModule, FamilyModule | Replicas, L.Trainer]:
     """Seed, then build the datamodule (set up), the family module around the model, and the trainer (its
     loggers keeping the history before `resume_at` of a resumed run)."""
-    option_types.check_top_level(cfg, "seed", "threads")
+    option_types.check_run(cfg)  # before anything is built: the integers, the targets, the optimizer's partials
     process.configure(cfg.threads)
     L.seed_everything(cfg.seed, workers=True)
     check_compatible(cfg)
@@ -83,8 +84,6 @@ def setup(
     datamodule = instantiate(cfg.data)
     datamodule.prepare_data()
     datamodule.setup("fit")
-    if (lr := cfg.optimizer.get("lr")) is not None and lr < 0:  # torch's own message does not name the option
-        raise ValueError(f"optimizer.lr must be >= 0, got {lr}: pass a learning rate such as optimizer.lr=0.001")
     option_types.check(cfg.task, task_cls)
 
     def family_module() -> FamilyModule:
@@ -93,6 +92,7 @@ def setup(
         optimizer = instantiate(cfg.optimizer)
         return task_cls(net, optimizer=optimizer, scheduler=scheduler, dims=datamodule.dims, **cfg.task)
 
+    model_memory.check(lambda: build_model(cfg.model, cfg.attention, datamodule.dims), cfg.trainer)
     datamodule, module = replicas.build(cfg, count, datamodule, family_module)
     if isinstance(module, Replicas):
         console.note(module.describe())

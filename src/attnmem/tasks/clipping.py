@@ -31,6 +31,8 @@ def spectral_norm(rows: Tensor) -> Tensor:
 @torch.no_grad()
 def clip_per_weight(groups: list[list[nn.Parameter]], max_norm: float) -> None:
     """Scale each group's gradient so that its spectral norm (a vector's: its length) is at most `max_norm`."""
+    if not max_norm > 0:  # a negative bound would scale every gradient by a negative number: gradient ascent
+        raise ValueError(f"gradient_clip_val must be > 0 for per-weight clipping, got {max_norm}")
     for group in groups:
         grads = [p.grad for p in group if p.grad is not None]
         if not grads:

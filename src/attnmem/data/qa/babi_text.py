@@ -17,6 +17,9 @@ from attnmem.data.qa.tensors import Example
 _LINE = re.compile(r"(\d+) (.*)")
 _WORD = re.compile(r"[^\s.,?!;:]+")  # punctuation only ends sentences in bAbI, so drop it
 _EXPECTED = "expected 'ID text' or 'ID question?<TAB>answer<TAB>supporting ids'"
+# bAbI's longest sentences have about 15 words; a sentence sets the width of every memory slot of its split, so a
+# damaged line of a million words would ask for terabytes
+MAX_WORDS = 200
 
 
 def tokenize(text: str) -> tuple[str, ...]:
@@ -43,7 +46,7 @@ def parse_babi(lines: Iterable[str], source: str, task: int = 0) -> list[Example
             continue
         match = _LINE.fullmatch(line)
         if match is None:
-            raise UserError(f"{source}:{lineno}: {_EXPECTED}, got {line!r}")
+            raise UserError(f"{source}:{lineno}: {_EXPECTED}, got {_shown(line)}")
         line_id, text = int(match[1]), match[2]
         if line_id == 1:
             close_story()
@@ -55,7 +58,7 @@ def parse_babi(lines: Iterable[str], source: str, task: int = 0) -> list[Example
         block.append(text)
         if "\t" not in text:
             slot[line_id] = len(story)
-            story.append(tokenize(text))
+            story.append(_statement(text, f"{source}:{lineno}"))
             continue
         query, answer, supports = _parse_question(text, slot, f"{source}:{lineno}")
         pending.append({"story": tuple(story), "query": query, "answer": answer, "supports": supports})
@@ -63,14 +66,39 @@ def parse_babi(lines: Iterable[str], source: str, task: int = 0) -> list[Example
     return examples
 
 
+def _statement(text: str, where: str) -> tuple[str, ...]:
+    """A statement line's words; a question mark means a question whose tabs were lost (its answer with them)."""
+    if "?" in text:
+        raise UserError(f"{where}: a question without a TAB-separated answer (tabs turned into spaces?): "
+                        f"{_EXPECTED}, got {_shown(text)}")
+    return _words(text, where)
+
+
+def _words(text: str, where: str) -> tuple[str, ...]:
+    """The words of a sentence of at most `MAX_WORDS`."""
+    words = tokenize(text)
+    if len(words) > MAX_WORDS:
+        raise UserError(f"{where}: a sentence of {len(words):,} words, more than the {MAX_WORDS} a bAbI line holds "
+                        f"(is the line damaged, or the file not bAbI text?): {_shown(text)}")
+    return words
+
+
+def _shown(text: str) -> str:
+    """`text` quoted, cut to 80 characters."""
+    return repr(text) if len(text) <= 80 else f"{text[:77]!r}... ({len(text):,} characters)"
+
+
 def _parse_question(text: str, slot: dict[int, int], where: str) -> tuple[tuple[str, ...], str, tuple[int, ...]]:
     """Split a question line's text into query words, answer and supporting statement indices."""
     fields = text.split("\t")
     if len(fields) not in (2, 3) or not fields[0].strip() or not fields[1].strip():
-        raise UserError(f"{where}: {_EXPECTED}, got {text!r}")
+        raise UserError(f"{where}: {_EXPECTED}, got {_shown(text)}")
+    if len(fields[1].split()) > 1:  # a tab between the answer and the supporting ids became a space
+        raise UserError(f"{where}: the answer {fields[1].strip()!r} holds a space (a TAB turned into one?): "
+                        f"{_EXPECTED}, got {_shown(text)}")
     supports = []
     for token in (fields[2] if len(fields) == 3 else "").split():
         if not token.isdigit() or int(token) not in slot:
             raise UserError(f"{where}: supporting id {token!r} is not an earlier statement of this story")
         supports.append(slot[int(token)])
-    return tokenize(fields[0]), fields[1].strip().lower(), tuple(supports)
+    return _words(fields[0], where), fields[1].strip().lower(), tuple(supports)
