@@ -20,6 +20,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from attnmem.core.atomic import disk_fault
 from attnmem.core.errors import UserError
 from attnmem.runtime import legacy, resume, run_lock
 
@@ -162,3 +163,7 @@ def _refuse_on(check: Callable[[], None]) -> None:
         check()
     except UserError as err:
         raise SystemExit(f"error: {err}") from None
+    except OSError as err:  # the lock's write, on a read-only or full disk
+        if (fault := disk_fault(err)) is None:
+            raise
+        raise SystemExit(f"error: {fault}") from None
