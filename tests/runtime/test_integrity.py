@@ -34,6 +34,14 @@ def _truncate(path: Path) -> None:
     path.write_bytes(data[: len(data) // 2])
 
 
+def _damage(path: Path, old: str, new: str) -> None:
+    """Change `old` to `new` in `path` as a disk's damage does: the file's modification time stays as it was (an edit
+    makes the file newer than its recorded sha256, and is read as it is now)."""
+    before = path.stat()
+    path.write_text(path.read_text().replace(old, new, 1))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
 def _change_weights(path: Path) -> None:
     """Change 8 bytes inside the largest tensor record of a torch.save archive (its zip structure stays whole)."""
     with zipfile.ZipFile(path) as archive:
@@ -53,10 +61,19 @@ def test_json_written_with_its_sha256_reads_back_and_a_changed_byte_is_named(tmp
     digest, named = integrity.sidecar(path).read_text().split()
     assert named == path.name and len(digest) == 64
     assert integrity.read_json(path, "fix") == {"val/acc": 0.5}
-    path.write_text(path.read_text().replace("0.5", "0.9"))
+    _damage(path, "0.5", "0.9")
     with pytest.raises(integrity.DamagedFile) as err:
         integrity.read_json(path, "restore it")
     one_line(str(err.value), f"{path} is damaged", "sha256 differs", "metrics.json.sha256", "restore it")
+
+
+def test_a_json_file_edited_after_its_record_is_read_as_it_is_now(tmp_path):
+    path = tmp_path / "metrics.json"
+    integrity.write_json(path, {"checkpoint": "checkpoints/epoch000.ckpt"})
+    later = integrity.sidecar(path).stat().st_mtime_ns + 10**9
+    path.write_text(json.dumps({"checkpoint": "checkpoints/epoch001.ckpt"}))
+    os.utime(path, ns=(later, later))  # edited a second after it was written
+    assert integrity.read_json(path, "fix") == {"checkpoint": "checkpoints/epoch001.ckpt"}
 
 
 def test_a_kill_while_a_json_file_is_replaced_leaves_a_pair_that_verifies(tmp_path, monkeypatch):
@@ -159,12 +176,16 @@ def test_eval_refuses_a_checkpoint_whose_weights_changed(done, compose_cfg):
     assert not (done.parent / "eval" / "metrics.json").exists()
 
 
-def test_load_run_names_a_truncated_metrics_json(done):
+def test_load_run_names_a_truncated_or_changed_metrics_json(done):
     metrics = done / "metrics.json"
-    _truncate(metrics)
+    _damage(metrics, '"epoch": 1', '"epoch": 7')
     with pytest.raises(UserError) as err:
         attnmem.load_run(done)
     one_line(str(err.value), f"{metrics} is damaged", "sha256 differs", "resume=auto")
+    _truncate(metrics)
+    with pytest.raises(UserError) as err:
+        attnmem.load_run(done)
+    one_line(str(err.value), f"{metrics} is damaged", "not valid JSON at line", "truncated", "resume=auto")
 
 
 def test_a_saved_config_that_is_not_yaml_is_named_with_its_line(done):
@@ -182,7 +203,7 @@ def test_resume_names_a_damaged_manifest_and_writes_nothing(done, compose_cfg):
     for name in ("metrics.json", "metrics.json.sha256"):  # an unfinished run
         (done / name).unlink()
     manifest = done / "manifest.json"
-    manifest.write_text(manifest.read_text().replace('"seed"', '"sed"'))
+    _damage(manifest, '"seed"', '"sed"')
     cfg = compose_cfg(*TINY, "resume=auto", run_dir=done)
     before = _digest(done, skip=".hydra")
     with pytest.raises(UserError) as err:

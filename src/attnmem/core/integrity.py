@@ -2,10 +2,12 @@
 
 A JSON file of a run (`metrics.json`, `manifest.json`) is written with a sidecar `<name>.sha256` in `sha256sum`'s
 format (`sha256sum -c` checks it too); while the file is being replaced the sidecar accepts the old digest and the
-new one, so a kill at any point leaves a pair that verifies. A file without a sidecar (a run of an earlier version)
-is read as it is. A `torch.save` archive (a checkpoint, a tensor cache) records the CRC-32 of each of its records
-when it is written; `check_archive` reads them all back, and tells a truncated or changed archive from a file that
-is no archive at all.
+new one, so a kill at any point leaves a pair that verifies. Damage (a disk's, a copy's) leaves the file's
+modification time as it was; a file modified after its sidecar was edited (by a person, a tool) and is read as it
+is now, as is one without a sidecar (a run of an earlier version); a truncated one never parses, and is named with
+its line. A `torch.save` archive (a checkpoint, a tensor cache) records the CRC-32 of each of its records when it
+is written; `check_archive` reads them all back, and tells a truncated or changed archive from a file that is no
+archive at all.
 """
 
 from __future__ import annotations
@@ -78,13 +80,22 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def read_bytes(path: Path, fix: str) -> bytes:
-    """`path`'s bytes, verified against the sha256 recorded when it was written (when one was)."""
+    """`path`'s bytes, verified against the sha256 recorded when it was written (when one was, and the file was not
+    rewritten since: one modified after its record was edited by a person or a tool, and is read as it is now)."""
     data = path.read_bytes()
     accepted = _digests(path)
-    if accepted and hashlib.sha256(data).hexdigest() not in accepted:
+    if accepted and hashlib.sha256(data).hexdigest() not in accepted and not _edited_since(path):
         raise DamagedFile(path, f"its sha256 differs from the one recorded in {sidecar(path).name} when it was "
                                 f"written; {len(data)} bytes", fix)
     return data
+
+
+def _edited_since(path: Path) -> bool:
+    # damage (a disk's, a copy's) leaves the modification time as it was; an edit makes the file newer than its record
+    try:
+        return path.stat().st_mtime_ns > sidecar(path).stat().st_mtime_ns
+    except OSError:
+        return False
 
 
 def read_json(path: Path, fix: str) -> dict[str, Any]:
