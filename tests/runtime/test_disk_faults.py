@@ -53,6 +53,10 @@ def test_a_full_disk_at_last_ckpt_stops_in_one_line_and_resume_auto_goes_on(comp
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["epoch000.ckpt"]  # whole; no temporary file
     assert not (out / "metrics.json").exists() and not (out / ".lock").exists()
 
+    with pytest.raises(UserError, match="holds an unfinished run \\(checkpoints/epoch000.ckpt\\): to continue it, add "
+                                        "resume=auto"):
+        run.train(compose_cfg(*TWO, run_dir=out))  # the same command again, without resume=auto: refused
+
     monkeypatch.undo()  # space freed
     capsys.readouterr()
     run.train(compose_cfg(*TWO, "resume=auto", run_dir=out))

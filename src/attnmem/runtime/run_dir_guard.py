@@ -104,9 +104,10 @@ def check_run_dir(run_dir: Path, cfg: DictConfig) -> None:
             f"hydra.run.dir={run_dir} holds an unfinished run ({started}): an evaluation writes into a directory of "
             "its own, never into a run's; leave hydra.run.dir out, or pass a new one"
         )
-    last = run_dir / "checkpoints" / "last.ckpt"
+    # any checkpoint: a run stopped by a full disk may have no last.ckpt (resume=auto takes the newest intact one)
+    last = min((run_dir / "checkpoints").glob("*.ckpt"), key=lambda p: (p.name != "last.ckpt", p.name), default=None)
     requeued = int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0  # distributed.requeued_checkpoint resumes it
-    if training and not resuming and not requeued and last.is_file():
+    if training and not resuming and not requeued and last is not None:
         raise UserError(
             f"hydra.run.dir={run_dir} holds an unfinished run ({last.relative_to(run_dir)}): to continue it, add "
             "resume=auto; for a new run, pass a new hydra.run.dir"
