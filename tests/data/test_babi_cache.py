@@ -98,3 +98,29 @@ def test_unwritable_cache_folder_costs_the_cache_not_the_run(tmp_path, caches, c
     warned = [r.getMessage() for r in caplog.records if "cannot be written" in r.getMessage()]
     assert len(warned) == 1 and "ATTNMEM_CACHE" in warned[0] and str(caches / "babi") in warned[0]
     assert snapshot(folder.parent) == before
+
+
+@pytest.mark.parametrize("damage", ["truncated", "changed"])
+def test_a_damaged_cache_is_rebuilt_never_used(tmp_path, caches, caplog, damage):
+    folder = data_folder(tmp_path)
+    first = set_up(folder)
+    (cache,) = (caches / "babi").glob("babi-*.pt")
+    data = bytearray(cache.read_bytes())
+    if damage == "truncated":
+        del data[len(data) // 2:]
+    else:  # bytes changed inside the story tensor's record: the archive still opens, its CRC-32 does not match
+        import zipfile
+
+        with zipfile.ZipFile(cache) as archive:
+            record = max((r for r in archive.infolist() if "/data/" in r.filename), key=lambda r: r.file_size)
+        head = record.header_offset  # the local header: 30 bytes, the name and the extra field, then the data
+        at = head + 30 + int.from_bytes(data[head + 26:head + 28], "little") + int.from_bytes(
+            data[head + 28:head + 30], "little") + record.file_size // 2
+        data[at] ^= 0xFF
+    cache.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING):
+        again = set_up(folder)
+    warned = [r.getMessage() for r in caplog.records if "is damaged" in r.getMessage()]
+    assert len(warned) == 1 and str(cache) in warned[0] and "rebuilding it" in warned[0], caplog.text
+    assert torch.equal(again.qa.splits["train"]["story"], first.qa.splits["train"]["story"])
+    assert set_up(folder).vocab == first.vocab and cache.read_bytes() != bytes(data)  # written again, whole

@@ -1,5 +1,5 @@
-"""Checkpoints written whole (a temp name in the checkpoint folder, then a rename), `last.ckpt` every epoch, and
-a moved or copied run directory that resumes as if it had always been where it is."""
+"""Checkpoints written whole (a temp name in the checkpoint folder, then a rename: `checkpoint_io`), `last.ckpt`
+every epoch, and a moved or copied run directory that resumes as if it had always been where it is."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from attnmem.callbacks import csv_logger
-from attnmem.core.atomic import replacing
+from attnmem.callbacks.checkpoint_io import AtomicCheckpointIO
 
 
 # the private names of Lightning's ModelCheckpoint this class overrides or calls: core/compat.py, SUBCLASSED
@@ -19,7 +20,9 @@ class AtomicModelCheckpoint(ModelCheckpoint):
 
     Lightning writes through fsspec to a file in the system temp folder and moves it into place: a
     copy, not a rename, when that folder is on another filesystem, so a kill can leave a partial
-    `.ckpt`. Here each file is written to a hidden temp name in its own folder and renamed. Since
+    `.ckpt`. Here the trainer writes through `checkpoint_io.AtomicCheckpointIO`, which this callback
+    installs at setup (unless the trainer has a `CheckpointIO` of its own): each file is written to a
+    hidden temp name in its own folder, fsynced and renamed, and checked when read. Since
     Lightning 2.6, `save_last` refreshes `last.ckpt` only when a top-k checkpoint was saved at the
     same step; resuming needs the latest epoch, so it is saved at every checkpointing point.
 
@@ -54,10 +57,12 @@ class AtomicModelCheckpoint(ModelCheckpoint):
         """Record where the CSV log stood (`csv_logger.record`), for a run resumed from this checkpoint."""
         csv_logger.record(trainer, checkpoint)
 
-    def _save_checkpoint(self, trainer: Any, filepath: str) -> None:
-        with replacing(Path(filepath)) as tmp:  # rank 0 writes; the others' temp names stay unwritten
-            super()._save_checkpoint(trainer, str(tmp))
-        self._last_checkpoint_saved = filepath
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        """Lightning's setup, and the trainer's checkpoint files written and read by `AtomicCheckpointIO`."""
+        super().setup(trainer, pl_module, stage)
+        if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:  # Lightning's default, not one the user gave
+            root = Path(trainer.default_root_dir)
+            trainer.strategy.checkpoint_io = AtomicCheckpointIO(root if root.is_dir() else None)
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         super().on_train_epoch_end(trainer, pl_module)

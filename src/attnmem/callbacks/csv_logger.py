@@ -14,7 +14,7 @@ from lightning.pytorch.loggers import CSVLogger as LightningCSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 
 from attnmem.core import compat
-from attnmem.core.atomic import write_text
+from attnmem.core.atomic import disk_fault, write_text
 
 LOG_KEY = "attnmem_csv_log"  # a checkpoint's record of the CSV log: its rows then, and the epoch's row to come
 
@@ -76,6 +76,15 @@ class _Writer(ExperimentWriter):
         """Record the metrics as Lightning does, counting the row."""
         super().log_metrics(metrics_dict, step)
         self.rows += 1
+
+    def save(self) -> None:
+        """Lightning's save; a write the disk refuses (full, read-only, the run directory gone) is one line."""
+        try:
+            super().save()
+        except OSError as error:
+            if (fault := disk_fault(error, self.metrics_file_path, writing=True)) is None:
+                raise
+            raise fault from None
 
     def _rewrite_with_new_header(self, fieldnames: list[str]) -> None:
         with open(self.metrics_file_path, newline="") as f:

@@ -83,14 +83,14 @@ def set_last_lr(scheduler: Any, lrs: list[float]) -> None:
 
 # Lightning's private methods and attributes that our subclasses override or call, by the class they subclass:
 # an override has to carry the upstream name, so these cannot be functions here. There is no public hook for what
-# they do (a checkpoint written under a temp name, `last.ckpt` every epoch, an early stopping that waits for its
+# they do (`last.ckpt` every epoch, an early stopping that waits for its
 # metric, a CSV log kept on resume); `tests/core/test_core_compat.py` checks that each is still upstream and that the
 # subclasses use no other.
 SUBCLASSED: dict[str, tuple[str, ...]] = {
     # callbacks/checkpoint.py: AtomicModelCheckpoint
     "lightning.pytorch.callbacks.ModelCheckpoint": (
-        "_last_checkpoint_saved", "_monitor_candidates", "_save_checkpoint", "_save_last_checkpoint",
-        "_should_save_on_train_epoch_end", "_should_skip_saving_checkpoint",
+        "_monitor_candidates", "_save_last_checkpoint", "_should_save_on_train_epoch_end",
+        "_should_skip_saving_checkpoint",
     ),
     # callbacks/early_stopping.py: EarlyStopping
     "lightning.pytorch.callbacks.EarlyStopping": ("_run_early_stopping_check",),

@@ -1,10 +1,10 @@
-"""Checkpoint files: written under a temporary name and renamed, read back with `weights_only=True`."""
+"""Checkpoint files: written under a temporary name and renamed (`callbacks.checkpoint_io`), read back checked (their
+CRC-32s: a damaged file is named with the newest intact one beside it) and with `weights_only=True`."""
 
 from __future__ import annotations
 
 import pickle
 import re
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
@@ -12,6 +12,8 @@ from typing import Any, cast
 import numpy as np
 import torch
 
+from attnmem.callbacks.checkpoint_io import alternative
+from attnmem.core import integrity
 from attnmem.core.errors import UserError
 
 # What a Lightning checkpoint of this project holds beyond tensors and plain containers: numpy's RNG
@@ -49,14 +51,12 @@ def load(path: str | Path) -> dict[str, Any]:
 
 
 def _check_archive(path: str | Path) -> None:
-    """Stop unless `path` is a torch zip archive (what `torch.save` writes), before any unpickling."""
+    """Stop unless `path` is a whole torch zip archive (what `torch.save` writes), before any unpickling: a damaged
+    one (truncated, changed) is named with the newest intact checkpoint beside it."""
     try:
-        with zipfile.ZipFile(path) as archive:
-            pickled = any(name.endswith("/data.pkl") for name in archive.namelist())
-    except (zipfile.BadZipFile, OSError):
-        pickled = False
-    if not pickled:
+        integrity.check_archive(Path(path), lambda: alternative(Path(path)))
+    except integrity.NotAnArchive:
         raise UserError(
             f"ckpt_path={path} is not a checkpoint (not a torch.save archive): pass a .ckpt written by train.py, "
             "e.g. <run>/checkpoints/last.ckpt"
-        )
+        ) from None

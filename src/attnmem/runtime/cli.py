@@ -20,6 +20,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import MissingMandatoryValue
 
+from attnmem.core.atomic import disk_fault
 from attnmem.core.errors import UserError
 from attnmem.runtime import extras, run_dir_guard
 
@@ -74,7 +75,7 @@ def guarded(cfg: DictConfig, entry: str) -> Any:
     _log_once()
     try:
         with distributed.job_scope():
-            return getattr(run, entry)(cfg)
+            return disk_faults(lambda: getattr(run, entry)(cfg))
     except (UserError, ValueError, MissingMandatoryValue, ImportError, CompactHydraException,
             MisconfigurationException) as err:
         # a missing module of an extra (logger=wandb without W&B) may come wrapped in Hydra's instantiation error
@@ -102,6 +103,16 @@ def refused_option(err: BaseException) -> str | None:
     ):
         return " ".join(str(err).split())
     return None
+
+
+def disk_faults(call: Callable[[], Any]) -> Any:
+    """`call()`, a write that a full or read-only disk refused becoming one line naming the file and the fix."""
+    try:
+        return call()
+    except OSError as err:
+        if (fault := disk_fault(err)) is None:
+            raise
+        raise fault from None
 
 
 def _log_once() -> None:

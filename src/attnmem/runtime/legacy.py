@@ -12,18 +12,19 @@ DeprecationWarning: their config's target is read as the new one, and their weig
 
 from __future__ import annotations
 
-import json
 import re
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import yaml
 from hydra.errors import InstantiationException
 from hydra.utils import get_class
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from attnmem.core.errors import UserError
+from attnmem.core.integrity import read_json
 
 # the datamodules of 0.1 that 0.2 replaced: a checkpoint keeps its datamodule's state under the class name
 RENAMED_DATAMODULES = (
@@ -69,8 +70,10 @@ def check_config(cfg: DictConfig, run_dir: Path) -> None:
 def check_manifest(run_dir: Path) -> None:
     """Stop with one line when a run directory's manifest says an attnmem before 0.2 made it."""
     path = run_dir / "manifest.json"
-    version = json.loads(path.read_text()).get("packages", {}).get("attnmem") if path.is_file() else None
-    if version and tuple(int(p) for p in re.findall(r"\d+", version)[:2]) < (0, 2):
+    recorded = read_json(path, "restore it from a copy of the run, or delete it") if path.is_file() else {}
+    packages = recorded.get("packages")
+    version = packages.get("attnmem") if isinstance(packages, dict) else None
+    if isinstance(version, str) and version and tuple(int(p) for p in re.findall(r"\d+", version)[:2]) < (0, 2):
         raise UserError(f"{run_dir}: its manifest.json says attnmem {version}: {HINT}")
 
 
@@ -98,3 +101,24 @@ def apply_moved(cfg: DictConfig | ListConfig, run_dir: Path) -> DictConfig:
     if OmegaConf.select(cfg, "model._target_") in MOVED:
         cfg.model._target_ = moved_target(cfg.model._target_, run_dir)
     return cfg
+
+
+def load_config(path: Path, run_dir: Path) -> DictConfig:
+    """A run's saved config (`.hydra/config.yaml`, `read_config`), its moved targets applied (`apply_moved`)."""
+    return apply_moved(read_config(path), run_dir)
+
+
+def read_config(path: Path) -> DictConfig | ListConfig:
+    """A YAML config file as OmegaConf reads it; YAML that does not parse stops in one line with file:line:column."""
+    try:
+        return OmegaConf.load(path)
+    except yaml.YAMLError as error:
+        mark: Any = None  # yaml's Mark: the 0-based line and column it stopped at
+        problem = " ".join(str(error).split())
+        if isinstance(error, yaml.MarkedYAMLError):
+            mark, problem = error.problem_mark or error.context_mark, error.problem or problem
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        raise UserError(f"{where}: not valid YAML ({problem}): fix that line of the run's saved config (Hydra "
+                        "wrote it; its copy as the run started is the manifest.json's config)") from None
+    except UnicodeDecodeError as error:
+        raise UserError(f"{path}: not UTF-8 text at byte {error.start}: fix the run's saved config") from None

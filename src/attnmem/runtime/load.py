@@ -6,7 +6,6 @@ reading any data; `load_run` also sets the datamodule up (it reads the run's dat
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -14,7 +13,7 @@ from typing import Any, NamedTuple
 import lightning as L
 import torch
 from hydra.utils import get_class
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from torch import Tensor, nn
 
 from attnmem.core import dims as dims_record
@@ -22,7 +21,7 @@ from attnmem.core.dims import Dims
 from attnmem.core.errors import UserError
 from attnmem.data.qa.babi_text import tokenize
 from attnmem.data.qa.tensors import Example, vectorize
-from attnmem.runtime import checkpoint, console, legacy, run, run_dir_guard
+from attnmem.runtime import checkpoint, console, legacy, manifest, run, run_dir_guard
 from attnmem.tasks.hooks import DIMS_KEY
 
 
@@ -54,7 +53,7 @@ def load_run(run_dir: str | Path, replica: int | None = None) -> LoadedRun:
             f"{run_dir} is not a finished run (it needs .hydra/config.yaml and metrics.json): pass the "
             "directory of a run train.py completed"
         )
-    cfg = legacy.apply_moved(OmegaConf.load(config), run_dir)
+    cfg = legacy.load_config(config, run_dir)
     legacy.check_config(cfg, run_dir)
     state = checkpoint.load(best_checkpoint(run_dir))
     run.check_compatible(cfg)
@@ -98,7 +97,7 @@ def load_model(run_or_ckpt: str | Path, replica: int | None = None) -> LoadedMod
     if not config.is_file():
         raise UserError(f"load_model: {config} is missing: {path} must be a run directory of train.py or a "
                         "checkpoint in its checkpoints/ folder (the model's options are in that config)")
-    cfg = legacy.apply_moved(OmegaConf.load(config), run_dir)
+    cfg = legacy.load_config(config, run_dir)
     legacy.check_config(cfg, run_dir)
     state = checkpoint.load(ckpt)
     if DIMS_KEY not in state:
@@ -117,7 +116,7 @@ def _weights(state: dict[str, Any], run_dir: Path, count: int, replica: int | No
     if count == 1 and replica in (None, 0):
         return {k.removeprefix("net."): v for k, v in state["state_dict"].items() if k.startswith("net.")}
     if replica is None:
-        replica = json.loads((run_dir / "metrics.json").read_text()).get("replica_selected", 0)
+        replica = manifest.read_metrics(run_dir).get("replica_selected", 0)
     if not isinstance(replica, int) or not 0 <= replica < count:
         raise UserError(f"load_run({run_dir}, replica={replica}): the run has {count} replica(s): pass replica=0.."
                         f"{count - 1}, or leave it out for the one its metrics.json reports")
@@ -162,9 +161,11 @@ def eval_checkpoint(cfg: DictConfig) -> Path:
 
 def _named_checkpoint(run_dir: Path) -> Path | None:
     metrics = run_dir / "metrics.json"
-    name = json.loads(metrics.read_text()).get("checkpoint") if metrics.is_file() else None
+    name = manifest.read_metrics(run_dir).get("checkpoint") if metrics.is_file() else None
     if name is None:
         return None
+    if not isinstance(name, str):
+        raise UserError(f"{metrics}: its checkpoint is {name!r}, not a path in the run: restore the file")
     if not (run_dir / name).is_file():
         raise UserError(f"{metrics} was computed from {name}, which is gone from {run_dir}: restore that file")
     return run_dir / name

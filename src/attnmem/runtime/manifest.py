@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import platform
 import subprocess
@@ -19,7 +18,7 @@ from omegaconf import DictConfig
 
 import attnmem
 from attnmem.core import faults
-from attnmem.core.atomic import write_json
+from attnmem.core.integrity import read_json, write_json
 
 PACKAGES = ("torch", "lightning", "torchmetrics", "hydra-core", "omegaconf", "numpy", "wandb")
 
@@ -110,5 +109,12 @@ def _now() -> str:
 
 
 def read(run_dir: Path) -> dict[str, Any]:
-    """The manifest of a run directory."""
-    return json.loads((run_dir / "manifest.json").read_text())
+    """The manifest of a run directory, verified against the sha256 recorded when it was written."""
+    return read_json(run_dir / "manifest.json", "restore it from a copy of the run, or delete it (a resume then checks "
+                     "its options against .hydra/config.yaml, and records nothing)")
+
+
+def read_metrics(run_dir: Path) -> dict[str, Any]:
+    """A finished run's `metrics.json`, verified against the sha256 recorded when it was written."""
+    return read_json(run_dir / "metrics.json", "restore it from a copy of the run, or delete it and run the same "
+                     "command with resume=auto: the run is tested again and its metrics.json rewritten")

@@ -19,7 +19,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
-from attnmem.core import compat
+from attnmem.core import compat, integrity
 from attnmem.core.errors import UserError
 from attnmem.runtime import legacy, manifest
 
@@ -104,13 +104,41 @@ def _started_with(run_dir: Path) -> dict[str, Any] | None:
     if (run_dir / "manifest.json").is_file() and "config" in (recorded := manifest.read(run_dir)):
         return _flat(recorded["config"])
     saved = run_dir / ".hydra" / "config.yaml"
-    return _flat(OmegaConf.to_container(OmegaConf.load(saved), resolve=False)) if saved.is_file() else None
+    return _flat(OmegaConf.to_container(legacy.read_config(saved), resolve=False)) if saved.is_file() else None
 
 
 def _flat(tree: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(tree, dict) and tree:
         return {k: v for key, sub in tree.items() for k, v in _flat(sub, f"{prefix}{key}.").items()}
     return {prefix.removesuffix("."): tree}
+
+
+def checkpoint_to_resume(run_dir: Path) -> Path:
+    """The checkpoint `resume=auto` continues from: `last.ckpt`, or where it is missing or damaged (a full disk, a
+    kill mid-write) the run's newest intact checkpoint, said in one line; one line when there is none."""
+    from attnmem.callbacks.checkpoint_io import newest_intact  # Lightning: once a run resumes
+    from attnmem.runtime import checkpoint, console
+
+    last = run_dir / "checkpoints" / "last.ckpt"
+    why = "missing" if not last.is_file() else None
+    try:
+        if why is None:
+            integrity.check_archive(last, "")
+    except integrity.DamagedFile as error:
+        why = f"damaged ({error.why})"
+    except integrity.NotAnArchive:
+        why = "damaged (not a torch.save archive)"
+    chosen = last if why is None else newest_intact(last.parent, besides=last)
+    if chosen is None and why != "missing":
+        checkpoint.load(last)  # stops in one line naming the damage
+    if chosen is None:
+        raise UserError(f"no checkpoint to resume at {last} (the run saved none): pass hydra.run.dir=<the run to "
+                        "resume>, or leave resume=auto out to train this one anew")
+    if chosen != last:
+        console.note(f"resume=auto: {last} is {why}: resuming from {chosen.name}, the run's newest intact checkpoint")
+    legacy.check_manifest(run_dir)
+    legacy.check_checkpoint(checkpoint.load(chosen), chosen)
+    return chosen
 
 
 class Point(NamedTuple):

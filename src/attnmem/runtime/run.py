@@ -23,9 +23,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from attnmem.callbacks.monitor_check import MonitorCheck
 from attnmem.callbacks.predictions import PredictionsWriter
-from attnmem.core.atomic import write_json
 from attnmem.core.dims import Dims, kwargs
 from attnmem.core.errors import UserError
+from attnmem.core.integrity import write_json  # metrics.json with its sha256
 from attnmem.data import catalog
 from attnmem.replicas import build as replicas
 from attnmem.replicas.module import Replicas
@@ -190,7 +190,7 @@ def evaluate(cfg: DictConfig) -> dict[str, float]:
     run_cfg_path = ckpt.parent.parent / ".hydra" / "config.yaml"
     if not run_cfg_path.is_file():
         raise UserError(f"ckpt_path={ckpt}: the run's config {run_cfg_path} is missing; was it made by train.py?")
-    run_cfg = legacy.apply_moved(OmegaConf.load(run_cfg_path), ckpt.parent.parent)
+    run_cfg = legacy.load_config(run_cfg_path, ckpt.parent.parent)
     legacy.check_config(run_cfg, ckpt.parent.parent)
     run_cfg.data = OmegaConf.merge(run_cfg.data, cfg.data)
     check_compatible(run_cfg)
@@ -302,13 +302,8 @@ def _resume_path(cfg: DictConfig, out_dir: Path) -> str | None:
     run_dir_guard.check_run_dir(out_dir, cfg)  # as Hydra's RunDirGuard did, for a config composed without it
     if cfg.resume is None and cfg.ckpt_path is None and (requeued := distributed.requeued_checkpoint(out_dir)):
         return str(requeued)
-    if cfg.resume == "auto" or cfg.ckpt_path == "last":
-        last = out_dir / "checkpoints" / "last.ckpt"
-        if not last.is_file():
-            raise UserError(f"no checkpoint to resume at {last}: pass hydra.run.dir=<the run to resume>")
-        legacy.check_manifest(out_dir)
-        legacy.check_checkpoint(checkpoint.load(last), last)
-        return str(last)
+    if cfg.resume == "auto" or cfg.ckpt_path == "last":  # last.ckpt, or the newest intact checkpoint
+        return str(resume.checkpoint_to_resume(out_dir))
     if cfg.ckpt_path is not None and not Path(cfg.ckpt_path).is_file():
         raise UserError(f"ckpt_path={cfg.ckpt_path}: no such checkpoint file")
     if cfg.ckpt_path is not None:

@@ -21,6 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from attnmem.core.atomic import disk_fault
 from attnmem.core.errors import UserError
 from attnmem.runtime import legacy, resume, run_lock
 
@@ -106,9 +107,10 @@ def check_run_dir(run_dir: Path, cfg: DictConfig) -> None:
             f"hydra.run.dir={run_dir} holds an unfinished run ({started}): an evaluation writes into a directory of "
             "its own, never into a run's; leave hydra.run.dir out, or pass a new one"
         )
-    last = run_dir / "checkpoints" / "last.ckpt"
+    # any checkpoint: a run stopped by a full disk may have no last.ckpt (resume=auto takes the newest intact one)
+    last = min((run_dir / "checkpoints").glob("*.ckpt"), key=lambda p: (p.name != "last.ckpt", p.name), default=None)
     requeued = int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0  # distributed.requeued_checkpoint resumes it
-    if training and not resuming and not requeued and last.is_file():
+    if training and not resuming and not requeued and last is not None:
         raise UserError(
             f"hydra.run.dir={run_dir} holds an unfinished run ({last.relative_to(run_dir)}): to continue it, add "
             "resume=auto; for a new run, pass a new hydra.run.dir"
@@ -251,3 +253,7 @@ def _refuse_on(check: Callable[[], None]) -> None:
         check()
     except UserError as err:
         raise SystemExit(f"error: {err}") from None
+    except OSError as err:  # the lock's write, on a read-only or full disk
+        if (fault := disk_fault(err)) is None:
+            raise
+        raise SystemExit(f"error: {fault}") from None

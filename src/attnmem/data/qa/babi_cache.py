@@ -3,7 +3,8 @@
 The folder is `data.source.cache_dir` when given, else `$ATTNMEM_CACHE`, else `$XDG_CACHE_HOME/attnmem`,
 else `~/.cache/attnmem`; bAbI's tensors go to its `babi/` subfolder, one file per key (the files' names
 and sha256 and the options that shape the tensors), so equal files share one entry wherever they lie.
-A folder that cannot be written costs the cache (one warning), never the run.
+A folder that cannot be written costs the cache (one warning), never the run. A cache file is checked before it is
+read (the CRC-32 `torch.save` records for each record): a damaged one (truncated, changed) is rebuilt, never used.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 import torch
 
+from attnmem.core import integrity
 from attnmem.core.atomic import replacing
 from attnmem.data.qa.tensors import QAData
 
@@ -73,11 +75,26 @@ def load_cached(path: Path) -> QAData | None:
     """The cached tensors, or None when there are none or they cannot be read (then they are rebuilt)."""
     if not path.exists():
         return None
+    if (why := _damage(path)) is not None:
+        log.warning("the cache %s is damaged (%s): rebuilding it", path, why)
+        path.unlink(missing_ok=True)
+        return None
     try:
         return QAData(**torch.load(path, weights_only=True))
     except (OSError, RuntimeError, EOFError, TypeError, pickle.UnpicklingError) as error:
         log.warning("ignoring unreadable cache %s (%s)", path, error)
         return None
+
+
+def _damage(path: Path) -> str | None:
+    """What is wrong with the cache file at `path` (truncated, changed, no archive), or None when it is whole."""
+    try:
+        integrity.check_archive(path, "")
+    except integrity.DamagedFile as error:
+        return error.why
+    except integrity.NotAnArchive:
+        return "not a torch.save archive"
+    return None
 
 
 def save_cached(qa: QAData, path: Path) -> None:
