@@ -53,3 +53,16 @@ def test_bit_errors_of_sequence_runs_by_length(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "| 20 | 0.25 | 0.00 |" in printed and "| 40 | 30.00 | 0.50 |" in printed and "| 80 |  | 4.00 |" in printed
     assert out.stat().st_size > 0
+
+
+def test_a_truncated_metrics_json_is_named_in_one_line(tmp_path):
+    # the offline tools read a run's metrics.json through the verified reader, as load_run does
+    from attnmem.core.errors import UserError
+    from attnmem.tools import length_study
+
+    (tmp_path / "metrics.json").write_text('{"test/len0-10/token_acc": 0.5,\n "test/')
+    with pytest.raises(UserError) as raised:
+        length_study.read_run(tmp_path)
+    message = str(raised.value)
+    assert "\n" not in message and f"{tmp_path / 'metrics.json'} is damaged (not valid JSON at line 2" in message
+    assert "truncated" in message

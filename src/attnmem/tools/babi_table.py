@@ -9,7 +9,6 @@ training loss); mean ± std over seeds is shown beside it.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from attnmem.core.errors import UserError
+from attnmem.core.integrity import read_json
 
 
 def collect(sweep_dirs: list[Path]) -> dict[int, list[dict[str, float]]]:
@@ -27,7 +27,7 @@ def collect(sweep_dirs: list[Path]) -> dict[int, list[dict[str, float]]]:
         tasks = list(cfg.data.tasks)
         if len(tasks) != 1:
             continue
-        metrics = json.loads(metrics_file.read_text())
+        metrics = read_json(metrics_file, "restore it from a copy of the run, or run the job again")
         runs[tasks[0]].append(
             {"seed": cfg.seed, "train_error": metrics["train/error"], "train_loss": metrics["train/loss"],
              "val_error": 1 - metrics["val/acc"]}

@@ -14,11 +14,11 @@ the main test set's `test/bit_errors` drawn at `--train-max`, the longest traini
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from pathlib import Path
 
 from attnmem.core.errors import UserError
+from attnmem.core.integrity import read_json
 from attnmem.evaluation import plots
 
 BUCKET = re.compile(r"^test/len(\d+-\d+)/token_acc$")
@@ -31,7 +31,7 @@ def read_metrics(run_dir: Path) -> dict[str, float]:
     path = run_dir / "metrics.json"
     if not path.is_file():
         raise UserError(f"{path}: no metrics.json (is the run finished?)")
-    return json.loads(path.read_text())
+    return read_json(path, "restore it from a copy of the run, or run it again")
 
 
 def read_bit_errors(metrics: dict[str, float], train_max: int | None) -> dict[int, float] | None:

@@ -13,7 +13,6 @@ that did not finish are counted and the table is marked incomplete.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
@@ -25,6 +24,7 @@ import yaml
 
 from attnmem.core import atomic, packaged
 from attnmem.core.errors import UserError
+from attnmem.core.integrity import read_json
 from attnmem.data.catalog import locate
 from attnmem.replicas.sweep import seeds_in
 from attnmem.tools import protocol as protocols
@@ -86,7 +86,7 @@ def _examples(job_dir: Path, split: str) -> int | None:
     path = job_dir / "manifest.json"
     if not path.is_file():
         return None
-    return json.loads(path.read_text()).get("examples", {}).get(split)
+    return read_json(path, "restore it from a copy of the run").get("examples", {}).get(split)
 
 
 def build(sweep_dir: Path) -> Table:

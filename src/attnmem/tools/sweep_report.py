@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -16,6 +15,7 @@ from omegaconf import OmegaConf
 
 from attnmem.core import atomic
 from attnmem.core.errors import UserError
+from attnmem.core.integrity import read_json
 from attnmem.replicas import sweep as sweep_replicas
 from attnmem.tools.sweep_spec import load_spec
 
@@ -41,7 +41,8 @@ def load_rows(source: Path, sweep_file: Path | None = None) -> tuple[dict[str, A
     for i, job in enumerate(jobs):
         params = dict(o.split("=", 1) for o in job if "=" in o)
         job_dir = source / str(i)
-        metrics = json.loads((job_dir / "metrics.json").read_text()) if (job_dir / "metrics.json").is_file() else {}
+        done = (job_dir / "metrics.json").is_file()
+        metrics = read_json(job_dir / "metrics.json", "restore it from a copy, or run the job again") if done else {}
         state = "finished" if metrics else "failed" if job_dir.is_dir() else "not run"
         row = {"job": str(i), "state": state, **{k: params.get(k, "") for k in meta["spec"]["parameters"]}}
         rows.extend(sweep_replicas.unfold(row, metrics))  # a replicas=R job: a row per replica
