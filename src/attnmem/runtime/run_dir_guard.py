@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnmem.core.atomic import disk_fault
 from attnmem.core.errors import UserError
-from attnmem.runtime import legacy, resume, run_lock
+from attnmem.runtime import legacy, manifest, resume, run_lock
 
 __all__ = [
     "RunDirGuard", "check_eval_source", "check_evaluable", "check_run_dir", "discard_refused", "evaluating", "finished"
@@ -214,7 +214,7 @@ def evaluating(run_dir: Path, option: str, ckpt: Path) -> str:
             f"checkpoint: evaluating the best it has saved so far, {ckpt}; to finish the run: python train.py "
             f"hydra.run.dir={run_dir} resume=auto"
         )
-    if json.loads((run_dir / "metrics.json").read_text()).get("checkpoint") is None:
+    if manifest.read_metrics(run_dir).get("checkpoint") is None:  # verified: a damaged file is named
         fdr = _fast_dev_run(run_dir / ".hydra" / "config.yaml")
         what = "a debug=fdr run (trainer.fast_dev_run: one batch)" if fdr else "a run"
         return f"{option} is {what} whose metrics.json names no checkpoint (its final weights): evaluating {ckpt}"
