@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -66,7 +68,7 @@ class DeltaRule(nn.Module):
     def _merge(self, y: Tensor) -> Tensor:
         """The heads' outputs (B, H, T, Dh) concatenated and projected: (B, T, D)."""
         b, _, t, _ = y.shape
-        return self.out_proj(y.transpose(1, 2).reshape(b, t, self.d_model))
+        return cast(Tensor, self.out_proj(y.transpose(1, 2).reshape(b, t, self.d_model)))  # (B, T, D)
 
     def forward(self, x: Tensor) -> Tensor:
         """The chunkwise parallel form: the WY representation within a chunk, the state carried across chunks.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -82,7 +83,7 @@ class LinearAttention(nn.Module):
     def _merge(self, y: Tensor) -> Tensor:
         """The heads' outputs (B, H, T, Dh) concatenated and projected: (B, T, D)."""
         b, _, t, _ = y.shape
-        return self.out_proj(y.transpose(1, 2).reshape(b, t, self.d_model))
+        return cast(Tensor, self.out_proj(y.transpose(1, 2).reshape(b, t, self.d_model)))  # (B, T, D)
 
     def forward(self, x: Tensor) -> Tensor:
         """All positions at once: the causal masked quadratic form (φ(Q)φ(K)ᵀ ⊙ M) V, M lower triangular.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import Tensor, nn
 
@@ -56,7 +58,7 @@ class SlidingWindow(nn.Module):
         """The heads' contexts (B·H, T, Dh) concatenated and projected: (B, T, D)."""
         t = context.shape[1]
         context = context.view(b, self.heads, t, self.head_dim).transpose(1, 2).reshape(b, t, self.d_model)
-        return self.out_proj(context)  # (B, T, D)
+        return cast(Tensor, self.out_proj(context))  # (B, T, D)
 
     def band(self, length: int, device: torch.device | None = None) -> Tensor:
         """The attention mask: True where query i may read key j, i − window < j <= i.
