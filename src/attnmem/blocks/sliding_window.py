@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import cast
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnmem.attention import ScaledDot, attend
@@ -19,7 +20,8 @@ class SlidingWindow(nn.Module):
     `window` positions ending at t, t itself included (Zoology's sliding-window baseline, Arora et al. 2024). Each
     head scores with `ScaledDot` through `attend`, the package's one softmax attention: y_t = W_o [softmax(q_t K_wᵀ
     / √Dh) V_w]_heads, with K_w, V_w the window's keys and values. Inference keeps the last `window` keys and
-    values of every head: `state_size` = window · 2 · d_model numbers per sequence.
+    values of every head: `state_size` = window · 2 · d_model numbers per sequence. `forward` scores blocks of
+    window queries against 2·window keys: O(T · window) time, not O(T²).
 
     Args:
         d_model: the width D of the input and output.
@@ -60,25 +62,18 @@ class SlidingWindow(nn.Module):
         context = context.view(b, self.heads, t, self.head_dim).transpose(1, 2).reshape(b, t, self.d_model)
         return cast(Tensor, self.out_proj(context))  # (B, T, D)
 
-    def band(self, length: int, device: torch.device | None = None) -> Tensor:
-        """The attention mask: True where query i may read key j, i − window < j <= i.
-
-        Args:
-            length: the sequence length T.
-            device: where the mask lives.
-
-        Shapes:
-            - mask: (T, T)
-
-        Returns:
-            the bool mask.
-        """
-        i = torch.arange(length, device=device)
-        lag = i[:, None] - i[None, :]  # (T, T): i − j
-        return (lag >= 0) & (lag < self.window)
+    def _blocks(self, n: int, c: int, device: torch.device) -> Tensor:
+        """The band of `n` blocks of `c` queries over their 2c keys, the first c of block 0 padding: (N, C, 2C)."""
+        query = torch.arange(n * c, device=device).view(n, c, 1)  # the positions of block i: i·c … i·c + c − 1
+        key = torch.arange(-c, n * c, device=device).unfold(0, 2 * c, c).view(n, 1, 2 * c)  # i·c − c … i·c + c − 1
+        lag = query - key  # (N, C, 2C)
+        return (lag >= 0) & (lag < self.window) & (key >= 0)
 
     def forward(self, x: Tensor) -> Tensor:
-        """Every position's attention over its window, all positions at once (a banded mask).
+        """Every position's attention over its window, all positions at once.
+
+        Beyond one window, the queries go in blocks of C = window, each scored against the 2C keys ending with its last
+        position under the band mask: O(T · window) scores, not O(T²).
 
         Args:
             x: the input sequence.
@@ -91,8 +86,17 @@ class SlidingWindow(nn.Module):
             the mixed sequence.
         """
         q, k, v = self._heads(x)  # (B·H, T, Dh)
-        context, _ = attend(q, k, v, self.score, attn_mask=self.band(x.shape[1], x.device), need_weights=False)
-        return self._merge(context, x.shape[0])
+        bh, t, d = q.shape
+        if t <= self.window:  # one block: plain causal attention
+            causal = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()  # (T, T)
+            return self._merge(attend(q, k, v, self.score, attn_mask=causal, need_weights=False)[0], x.shape[0])
+        c = self.window  # blocks of C queries, each reading the 2C keys that end with its last
+        n = -(-t // c)
+        q = F.pad(q, (0, 0, 0, n * c - t)).view(bh, n, c, d)  # (B·H, N, C, Dh)
+        # keys and values: c zeros before position 0, unfolded to (B·H, N, 2C, Dh): block i reads i·c − c … i·c + c − 1
+        k, v = (F.pad(y, (0, 0, c, n * c - t)).unfold(1, 2 * c, c).transpose(-1, -2) for y in (k, v))
+        context, _ = attend(q, k, v, self.score, attn_mask=self._blocks(n, c, x.device), need_weights=False)
+        return self._merge(context.reshape(bh, n * c, d)[:, :t], x.shape[0])
 
     def recurrent(self, x: Tensor) -> Tensor:
         """The same map step by step: a queue of the last `window` keys and values, the reference form.
