@@ -114,7 +114,7 @@ class SelectiveSSM(nn.Module):
         self.A_log = nn.Parameter(a.log())
         self.D = nn.Parameter(torch.ones(d_model))
         dt = torch.exp(torch.rand(d_model) * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min))  # (D,)
-        self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))  # softplus(dt_bias) = dt: the Parameter of line 3
+        self.dt_bias = nn.Parameter(dt + torch.log(-torch.expm1(-dt)))  # softplus(bias) = dt: line 3's Parameter
         if selective:
             self.x_proj = nn.Linear(d_model, rank + 2 * d_state, bias=False)  # s_Δ's first half, s_B, s_C
             self.dt_proj = nn.Linear(rank, d_model, bias=False)  # s_Δ's second half: R → D
