@@ -9,6 +9,8 @@ the paper's equation with the explicit long filter (Zoology's code also has shor
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import Tensor, nn
 
@@ -34,7 +36,7 @@ def causal_fft_conv(u: Tensor, h: Tensor) -> Tensor:
     h = h[:, :t]  # (D, min(K, T)): longer taps reach before step 0
     n = 2 * t  # >= T + K - 1: the circular convolution equals the linear one on [0, T)
     spectrum = torch.fft.rfft(u.transpose(1, 2), n=n) * torch.fft.rfft(h, n=n)  # (B, D, n // 2 + 1)
-    return torch.fft.irfft(spectrum, n=n)[..., :t].transpose(1, 2)  # (B, T, D)
+    return cast(Tensor, torch.fft.irfft(spectrum, n=n)[..., :t].transpose(1, 2))  # (B, T, D)
 
 
 class BaseConv(nn.Module):
@@ -76,7 +78,7 @@ class BaseConv(nn.Module):
         Returns:
             y, with y_t a function of x_{<=t} only.
         """
-        return self.projection(x) * (causal_fft_conv(x, self.filter) + self.bias)  # (B, T, D)
+        return cast(Tensor, self.projection(x)) * (causal_fft_conv(x, self.filter) + self.bias)  # (B, T, D)
 
     def recurrent(self, x: Tensor) -> Tensor:
         """The same map step by step: the last l_max inputs kept, the convolution a per-step sum.

@@ -141,7 +141,9 @@ class MixerLM(nn.Module):
         sizes = {"vocab_size": vocab_size, "d_model": d_model, "layers": layers, "max_len": max_len, "d_ff": d_ff}
         check_sizes("MixerLM", sizes, prefix="model.")
         if positions not in POSITIONS:
-            raise ValueError(f"MixerLM: positions must be one of {POSITIONS}, got {positions!r} (model.positions in a run)")
+            raise ValueError(
+                f"MixerLM: positions must be one of {POSITIONS}, got {positions!r} (model.positions in a run)"
+            )
         if not 0 <= dropout < 1:
             raise ValueError(f"MixerLM: dropout must be in [0, 1), got {dropout} (model.dropout in a run)")
         build = mixer_factory(mixer, mixer_options or {}, score, max_len)
