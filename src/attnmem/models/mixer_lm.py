@@ -1,0 +1,184 @@
+"""A causal language model over any sequence mixer, for the `recall` family (Zoology's MQAR models).
+
+    tokens → embedding (+ learned positions) → layers × [x + mixer(norm(x)), then, with `mlp`, x + MLP(norm(x))]
+    → final norm → linear head → logits
+
+The same backbone holds softmax attention, the state-space and convolution mixers and the attention-like
+ones (`blocks/`), so a recall benchmark compares the mixers alone (Arora et al. 2024, "Zoology", §3-4: the
+MQAR models have no MLP).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, cast
+
+from torch import Tensor, nn
+
+from attnmem.attention import MultiHead
+from attnmem.blocks.checks import check_sizes
+from attnmem.blocks.transformer import Positions, causal_mask, feed_forward
+
+__all__ = ["MIXERS", "CausalAttention", "MixerLM"]
+
+# a mixer's name -> "module:Class" and the options it is built with; imported only when used, so a name
+# whose module is not there yet fails when chosen, never on import
+MIXERS: dict[str, tuple[str, dict[str, Any]]] = {
+    "attention": ("attnmem.models.mixer_lm:CausalAttention", {}),
+    "selective_ssm": ("attnmem.blocks.selective_ssm:SelectiveSSM", {"selective": True}),
+    "lti_ssm": ("attnmem.blocks.selective_ssm:SelectiveSSM", {"selective": False}),
+    "base_conv": ("attnmem.blocks.base_conv:BaseConv", {}),
+    "sliding_window": ("attnmem.blocks.sliding_window:SlidingWindow", {}),
+    "linear_attention": ("attnmem.blocks.linear_attention:LinearAttention", {}),
+    "delta_rule": ("attnmem.blocks.delta_rule:DeltaRule", {}),
+}
+POSITIONS = ("learned", "none")
+
+
+class CausalAttention(nn.Module):
+    """Causal multi-head softmax attention (Vaswani et al. 2017, §3.2.2) as a mixer: step t attends steps <= t.
+
+    state_size = 2 · max_len · d_model: the keys and values of the longest sequence (the KV cache grows with T).
+
+    Args:
+        d_model: the width D of the input and output.
+        heads: the number of heads; must divide d_model.
+        score: each head's score (a name, a score class, or a factory `score(query_dim=..., key_dim=...)`).
+        max_len: the longest sequence, for `state_size`.
+    """
+
+    def __init__(
+        self, d_model: int, *, heads: int = 1, score: str | Callable[..., nn.Module] = "scaled_dot", max_len: int = 512
+    ) -> None:
+        super().__init__()
+        self.attention = MultiHead(d_model, heads, score)
+        self.state_size = 2 * max_len * d_model
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Self-attention under the causal mask.
+
+        Args:
+            x: the input sequence.
+
+        Shapes:
+            - x: (B, T, D)
+            - y: (B, T, D)
+
+        Returns:
+            y, with y_t a function of x_{<=t} only.
+        """
+        y, _ = self.attention(x, x, x, attn_mask=causal_mask(x.shape[1], x.device), need_weights=False)
+        return cast(Tensor, y)  # (B, T, D)
+
+
+def mixer_factory(
+    mixer: str | Callable[[int], nn.Module], options: Mapping[str, Any], score: str | Callable[..., nn.Module],
+    max_len: int,
+) -> Callable[[int], nn.Module]:
+    """`mixer` as a factory of one layer from d_model: a name of `MIXERS` (with `options`) or a factory as it is."""
+    if not isinstance(mixer, str):
+        return mixer
+    if mixer not in MIXERS:
+        raise ValueError(f"MixerLM: mixer must be one of {sorted(MIXERS)} or a factory of d_model, got {mixer!r} "
+                         "(model.mixer in a run)")
+    path, fixed = MIXERS[mixer]
+    module, _, name = path.partition(":")
+    cls = getattr(importlib.import_module(module), name)
+    extra = {"score": score, "max_len": max_len} if mixer == "attention" else {}
+    kwargs = {**fixed, **extra, **dict(options)}
+
+    def build(d_model: int) -> nn.Module:
+        try:
+            return cast(nn.Module, cls(d_model, **kwargs))
+        except TypeError as err:  # an option the mixer does not take
+            raise ValueError(f"MixerLM: mixer {mixer!r} ({path}) does not take the options {dict(options)}: {err} "
+                             "(model.mixer_options in a run)") from None
+
+    return build
+
+
+class MixerLM(nn.Module):
+    """A causal language model over any sequence mixer: the recall family's backbone.
+
+    Logits (B, T, vocab_size) for `tokens (B, T)`; step t sees tokens <= t. state_size = the sum of the
+    mixers' `state_size`.
+
+    Args:
+        vocab_size: the number of token ids (from the data).
+        mixer: a name (`MIXERS`: attention, selective_ssm, lti_ssm, base_conv, sliding_window,
+            linear_attention, delta_rule) or a factory building one layer from d_model.
+        mixer_options: the mixer's keyword options (`d_state`, `l_max`, `heads`, `window`, ...).
+        score: attention's score (the `attention` group in a run); other mixers ignore it.
+        d_model: the width D.
+        layers: the number of mixer layers.
+        positions: `learned` (a trained table of max_len rows) or `none` (the mixer orders steps itself).
+        max_len: the longest sequence (with learned positions a longer one is a ValueError).
+        mlp: a feed-forward sub-block after every mixer (Zoology's MQAR models have none).
+        d_ff: the MLP's hidden width; None: 4 · d_model.
+        dropout: dropout on the embeddings and every sub-block's output.
+    """
+
+    families: ClassVar[tuple[str, ...]] = ("recall",)
+
+    def __init__(
+        self,
+        *,
+        vocab_size: int,
+        mixer: str | Callable[[int], nn.Module] = "attention",
+        mixer_options: Mapping[str, Any] | None = None,
+        score: str | Callable[..., nn.Module] = "scaled_dot",
+        d_model: int = 64,
+        layers: int = 2,
+        positions: str = "learned",
+        max_len: int = 512,
+        mlp: bool = False,
+        d_ff: int | None = None,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        d_ff = 4 * d_model if d_ff is None else d_ff
+        sizes = {"vocab_size": vocab_size, "d_model": d_model, "layers": layers, "max_len": max_len, "d_ff": d_ff}
+        check_sizes("MixerLM", sizes, prefix="model.")
+        if positions not in POSITIONS:
+            raise ValueError(
+                f"MixerLM: positions must be one of {POSITIONS}, got {positions!r} (model.positions in a run)"
+            )
+        if not 0 <= dropout < 1:
+            raise ValueError(f"MixerLM: dropout must be in [0, 1), got {dropout} (model.dropout in a run)")
+        build = mixer_factory(mixer, mixer_options or {}, score, max_len)
+        self.embed = nn.Embedding(vocab_size, d_model)
+        self.positions = Positions(d_model, max_len, "learned", dropout) if positions == "learned" else None
+        self.dropout = nn.Dropout(dropout)
+        self.mixers = nn.ModuleList(build(d_model) for _ in range(layers))
+        self.mixer_norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(layers))
+        self.mlps = nn.ModuleList(feed_forward(d_model, d_ff, dropout) for _ in range(layers)) if mlp else None
+        self.mlp_norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(layers)) if mlp else None
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab_size)
+
+    @property
+    def state_size(self) -> int:
+        """The numbers of recurrent state one sequence holds at inference: the sum over the layers."""
+        return sum(int(getattr(m, "state_size", 0)) for m in self.mixers)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        """Next-token logits at every step.
+
+        Args:
+            tokens: token ids.
+
+        Shapes:
+            - tokens: (B, T)
+            - logits: (B, T, V)
+
+        Returns:
+            The logits, step t a function of tokens <= t.
+        """
+        x = self.embed(tokens)  # (B, T, D)
+        x = self.positions(x) if self.positions is not None else self.dropout(x)
+        for i, mixer in enumerate(self.mixers):
+            x = x + self.dropout(mixer(self.mixer_norms[i](x)))  # (B, T, D)
+            if self.mlps is not None and self.mlp_norms is not None:
+                x = x + self.dropout(self.mlps[i](self.mlp_norms[i](x)))
+        return cast(Tensor, self.head(self.norm(x)))  # (B, T, V)

@@ -1,0 +1,69 @@
+"""`MixerLM`: shapes for every mixer of this package, causality of the whole model, options, a tiny task learnt."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from attnmem.blocks.base_conv import BaseConv
+from attnmem.models.mixer_lm import MIXERS, MixerLM
+
+OURS = ["attention", "selective_ssm", "lti_ssm", "base_conv"]  # the attention-like mixers are tested where they live
+OPTIONS = {"attention": {"heads": 2}, "selective_ssm": {"d_state": 4, "chunk_size": 4},
+           "lti_ssm": {"d_state": 4}, "base_conv": {"l_max": 16}}
+
+
+def _model(mixer: str, **options: object) -> MixerLM:
+    return MixerLM(vocab_size=11, mixer=mixer, mixer_options=OPTIONS[mixer], d_model=8, layers=2, max_len=16,
+                   **options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mixer", OURS)
+def test_shapes_causality_and_state_size(mixer: str) -> None:
+    torch.manual_seed(0)
+    net = _model(mixer, mlp=True).double()
+    tokens = torch.randint(0, 11, (2, 9))
+    logits = net(tokens)
+    assert logits.shape == (2, 9, 11)
+    changed = tokens.clone()
+    changed[:, 6:] = (changed[:, 6:] + 1) % 11
+    assert torch.allclose(net(changed)[:, :6], logits[:, :6], atol=1e-10)
+    assert net.state_size == 2 * net.mixers[0].state_size > 0
+
+
+def test_factory_and_no_positions() -> None:
+    net = MixerLM(vocab_size=5, mixer=lambda d: BaseConv(d, l_max=4), d_model=6, layers=1, positions="none")
+    assert net.positions is None and net(torch.zeros(1, 20, dtype=torch.long)).shape == (1, 20, 5)
+    assert net.state_size == 4 * 6
+
+
+def test_bad_options_are_one_line() -> None:
+    with pytest.raises(ValueError, match="mixer must be one of .*'base_conv'.*got 'mamba'") as err:
+        MixerLM(vocab_size=5, mixer="mamba")
+    assert "\n" not in str(err.value) and all(name in str(err.value) for name in MIXERS)
+    with pytest.raises(ValueError, match="does not take the options"):
+        MixerLM(vocab_size=5, mixer="base_conv", mixer_options={"window": 3})
+    with pytest.raises(ValueError, match="positions must be one of"):
+        MixerLM(vocab_size=5, positions="sinusoidal")
+    with pytest.raises(ValueError, match="vocab_size must be >= 1"):
+        MixerLM(vocab_size=0)
+
+
+def test_attention_learns_to_copy() -> None:
+    # the second half of each sequence repeats the first: its next tokens are predictable by looking back
+    torch.manual_seed(0)
+    net = MixerLM(vocab_size=8, mixer="attention", d_model=16, layers=2, max_len=12)
+    first = torch.randint(0, 8, (32, 6))
+    tokens = torch.cat([first, first], 1)  # (32, 12)
+    inputs, targets = tokens[:, :-1], tokens[:, 1:].clone()
+    targets[:, :5] = -100  # only the repeat is scored
+    opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(30):
+        loss = nn.functional.cross_entropy(net(inputs).flatten(0, 1), targets.flatten(), ignore_index=-100)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
