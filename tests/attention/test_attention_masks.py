@@ -98,3 +98,15 @@ def test_score_factory_takes_a_name_a_class_or_a_factory():
         score_factory("cos", owner="NTM")
     with pytest.raises(TypeError, match=r"NTM: score=Cosine\(...\) is a built score; pass the class \(Cosine\)"):
         score_factory(Cosine(20, 20), owner="NTM")
+
+
+def test_multihead_takes_a_two_dimensional_attn_mask_as_its_broadcast():
+    # a (Tq, Tk) mask (a causal one) is the same mask for every batch row: as (1, Tq, Tk) or (B, Tq, Tk)
+    torch.manual_seed(0)
+    layer = MultiHead(8, 2).eval()
+    x = torch.randn(3, 5, 8)
+    causal = torch.ones(5, 5, dtype=torch.bool).tril()
+    out, weights = layer(x, x, x, attn_mask=causal)
+    expected, expected_weights = layer(x, x, x, attn_mask=causal.expand(3, 5, 5))
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    assert torch.equal(weights, expected_weights) and weights[:, :, 0, 1:].eq(0).all()

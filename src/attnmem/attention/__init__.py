@@ -220,6 +220,7 @@ class MultiHead(nn.Module):
         b, tq, d = query.shape
         q, k, v = self._heads(self.q_proj(query)), self._heads(self.k_proj(keys)), self._heads(self.v_proj(values))
         if mask is not None:
+            mask = mask.expand(b, tq, keys.shape[1])  # a (Tq, Tk) mask too: (B, Tq, Tk)
             mask = mask.unsqueeze(1).expand(b, self.heads, tq, keys.shape[1])  # (B, H, Tq, Tk)
         context, weights = self._attend_heads(q, k, v, mask, need_weights)  # (B, H, Tq, Dh), (B, H, Tq, Tk)
         context = context.transpose(1, 2).reshape(b, tq, d)  # (B, Tq, D)
