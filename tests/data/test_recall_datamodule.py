@@ -48,15 +48,18 @@ def test_splits_batches_and_dims():
     ({"a b": {"seq_len": 64}}, ["data.test_sets.a b", "letters, digits"]),
 ])
 def test_bad_test_sets_are_one_line(options, fragments):
+    dm = RecallDataModule(source=MQAR(vocab_size=64, seq_len=32, num_kv_pairs=4), test_sets=options)
     with pytest.raises(ValueError) as err:
-        RecallDataModule(source=MQAR(vocab_size=64, seq_len=32, num_kv_pairs=4), test_sets=options)
+        dm.setup("fit")  # at setup, not while Hydra instantiates (which would wrap the error in a traceback)
     message = str(err.value)
     assert "\n" not in message and all(f in message for f in fragments), message
 
 
 def test_bad_sizes_are_one_line():
     with pytest.raises(ValueError, match=r"^data.num_train=0 is out of range: it must be >= 1$"):
-        RecallDataModule(source=InductionHeads(), num_train=0)
+        RecallDataModule(source=InductionHeads(), num_train=0).setup("fit")
+    with pytest.raises(ValueError, match=r"^data.source.seq_len=2 is out of range"):
+        RecallDataModule(source=InductionHeads(seq_len=2)).setup("fit")
 
 
 @pytest.mark.parametrize("data", ["mqar", "selective_copy", "induction_heads"])
@@ -71,3 +74,11 @@ def test_packaged_configs_compose_and_instantiate(compose_cfg, data):
     assert (batch["inputs"] < dm.dims.vocab_size).all() and (batch["targets"] != -100).any()
     assert dm.dims.test_sets == list(cfg.data.test_sets) and len(dm.test_dataloader()) == 1 + len(cfg.data.test_sets)
     assert dm.dims.seq_len == max(cfg.data.source.seq_len, *(o.seq_len for o in cfg.data.test_sets.values()))
+
+
+def test_a_bad_option_of_a_composed_config_is_one_line_at_setup(compose_cfg):
+    # raised at setup, not while Hydra instantiates: the command line prints it as one line, not a traceback
+    dm = instantiate(compose_cfg("data=mqar", "data.source.num_kv_pairs=20").data)
+    with pytest.raises(ValueError) as err:
+        dm.setup("fit")
+    assert str(err.value).startswith("data.source.num_kv_pairs=20 is out of range: it must be in [1, 16]")

@@ -88,20 +88,25 @@ def test_seeds_reproduce_and_differ(task):
 
 
 @pytest.mark.parametrize(("build", "fragments"), [
-    (lambda: MQAR(seq_len=32, num_kv_pairs=9), ["data.source.num_kv_pairs=9", "[1, 8]", "seq_len=32"]),
-    (lambda: MQAR(seq_len=32, num_kv_pairs=16, num_queries=2), ["data.source.num_kv_pairs=16", "[1, 15]"]),
-    (lambda: MQAR(vocab_size=16, num_kv_pairs=8), ["data.source.vocab_size=16", ">= 18", "num_kv_pairs=8"]),
-    (lambda: MQAR(num_kv_pairs=4, num_queries=5), ["data.source.num_queries=5", "[1, 4]", "num_kv_pairs=4"]),
-    (lambda: MQAR(seq_len=20, num_kv_pairs=8, num_queries=3), ["data.source.num_queries=3", "[1, 2]"]),
-    (lambda: MQAR(power_a=0), ["data.source.power_a=0", "> 0"]),
-    (lambda: MQAR(seq_len=2), ["data.source.seq_len=2", ">= 4"]),
-    (lambda: SelectiveCopy(seq_len=16, num_tokens=8), ["data.source.num_tokens=8", "[1, 7]", "seq_len=16"]),
-    (lambda: SelectiveCopy(vocab_size=3), ["data.source.vocab_size=3", ">= 4"]),
-    (lambda: InductionHeads(vocab_size=2), ["data.source.vocab_size=2", ">= 3"]),
-    (lambda: InductionHeads(seq_len=2), ["data.source.seq_len=2", ">= 3"]),
+    (lambda: MQAR(seq_len=32, num_kv_pairs=9).check(), ["data.source.num_kv_pairs=9", "[1, 8]", "seq_len=32"]),
+    (lambda: MQAR(seq_len=32, num_kv_pairs=16, num_queries=2).check(), ["data.source.num_kv_pairs=16", "[1, 15]"]),
+    (lambda: MQAR(vocab_size=16, num_kv_pairs=8).check(), ["data.source.vocab_size=16", ">= 18", "num_kv_pairs=8"]),
+    (lambda: MQAR(num_kv_pairs=4, num_queries=5).check(), ["data.source.num_queries=5", "[1, 4]", "num_kv_pairs=4"]),
+    (lambda: MQAR(seq_len=20, num_kv_pairs=8, num_queries=3).check(), ["data.source.num_queries=3", "[1, 2]"]),
+    (lambda: MQAR(power_a=0).check(), ["data.source.power_a=0", "> 0"]),
+    (lambda: MQAR(seq_len=2).check(), ["data.source.seq_len=2", ">= 4"]),
+    (lambda: SelectiveCopy(seq_len=16, num_tokens=8).check(), ["data.source.num_tokens=8", "[1, 7]", "seq_len=16"]),
+    (lambda: SelectiveCopy(vocab_size=3).check(), ["data.source.vocab_size=3", ">= 4"]),
+    (lambda: InductionHeads(vocab_size=2).check(), ["data.source.vocab_size=2", ">= 3"]),
+    (lambda: InductionHeads(seq_len=2).check(), ["data.source.seq_len=2", ">= 3"]),
 ])
 def test_bad_options_are_one_line_naming_option_and_range(build, fragments):
     with pytest.raises(ValueError) as err:
         build()
     message = str(err.value)
     assert "\n" not in message and all(f in message for f in fragments), message
+
+
+def test_generate_checks_first():
+    with pytest.raises(ValueError, match="data.source.num_queries=5"):
+        MQAR(num_kv_pairs=4, num_queries=5).generate(2, 0)

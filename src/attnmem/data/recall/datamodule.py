@@ -31,6 +31,9 @@ class RecallSource(Protocol):
     vocab_size: int
     seq_len: int
 
+    def check(self) -> None:
+        """A one-line `ValueError` naming an option out of its range."""
+
     def generate(self, num_examples: int, seed: int) -> tuple[Tensor, Tensor]:
         """`inputs (N, seq_len)` token ids and `targets (N, seq_len)`, -100 where not scored, from `seed` alone."""
 
@@ -53,10 +56,12 @@ def test_source(source: RecallSource, name: str, options: Mapping[str, Any]) -> 
         if key not in fields:
             raise ValueError(f"{where}.{key}: no such option of {type(source).__name__}; choose from "
                              f"{', '.join(f for f in fields if f != 'vocab_size')}")
+    changed: RecallSource = dataclasses.replace(source, **dict(options))  # type: ignore[type-var]  # a dataclass
     try:
-        return dataclasses.replace(source, **dict(options))  # type: ignore[type-var]  # a dataclass: checked above
+        changed.check()
     except ValueError as err:
         raise ValueError(f"{where} ({', '.join(f'{k}={v}' for k, v in options.items())}): {err}") from None
+    return changed
 
 
 class Sequences(Dataset):
@@ -93,19 +98,27 @@ class RecallDataModule(L.LightningDataModule):
                  test_sets: Mapping[str, Mapping[str, Any]] | None = None, batch_size: int = 32,
                  seed: int = 0) -> None:
         super().__init__()
-        for option, value in (("num_train", num_train), ("num_val", num_val), ("num_test", num_test),
-                              ("batch_size", batch_size)):
-            if value < 1:
-                raise ValueError(f"data.{option}={value} is out of range: it must be >= 1")
         self.source, self.batch_size, self.seed = source, batch_size, seed
         self.sizes = {"train": num_train, "val": num_val, "test": num_test}
-        self.test_sources = {name: test_source(source, name, options) for name, options in (test_sets or {}).items()}
+        self.test_options = {str(name): dict(options) for name, options in (test_sets or {}).items()}
+        self.test_sources: dict[str, RecallSource] = {}
         self.data_files = []
         self.splits: dict[str, dict[str, Tensor]] = {}
+
+    def check(self) -> None:
+        """One line naming the first option out of its range, and the test sets' sources built. At setup, not in
+        `__init__`: Hydra's instantiation would wrap the error in a traceback."""
+        for option, value in ({f"num_{split}": n for split, n in self.sizes.items()} | {"batch_size": self.batch_size}
+                              ).items():
+            if value < 1:
+                raise ValueError(f"data.{option}={value} is out of range: it must be >= 1")
+        self.source.check()
+        self.test_sources = {name: test_source(self.source, name, o) for name, o in self.test_options.items()}
 
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
+        self.check()
         plan = [(split, self.source, n) for split, n in self.sizes.items()]
         plan += [(f"test/{name}", source, self.sizes["test"]) for name, source in self.test_sources.items()]
         for split, source, n in plan:
@@ -116,6 +129,8 @@ class RecallDataModule(L.LightningDataModule):
     def dims(self) -> RecallDims:
         """The vocabulary, the longest sequence of any split (a model with a table of positions covers every test
         set) and the names of the extra test sets."""
+        if len(self.test_sources) != len(self.test_options):
+            self.check()
         return RecallDims(vocab_size=self.source.vocab_size,
                           seq_len=max([self.source.seq_len, *(s.seq_len for s in self.test_sources.values())]),
                           test_sets=list(self.test_sources))

@@ -23,7 +23,9 @@ class InductionHeads:
     vocab_size: int = 16  # tokens 0 .. V-2, the trigger V-1
     seq_len: int = 256  # the input length T, the second trigger last
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
+        """A one-line `ValueError` naming the first option out of its range (`generate` checks first; the
+        datamodule, at setup: outside Hydra's instantiation, which would wrap it in a traceback)."""
         check_range("vocab_size", self.vocab_size, 3, why=" (two tokens or more, and the trigger)")
         check_range("seq_len", self.seq_len, 3, why=" (the trigger, the token after it, the trigger again)")
 
@@ -35,6 +37,7 @@ class InductionHeads:
     def generate(self, num_examples: int, seed: int) -> tuple[Tensor, Tensor]:
         """`inputs (N, T)` and `targets (N, T)`: the token after the first trigger at the last position, -100
         elsewhere."""
+        self.check()
         g = torch.Generator().manual_seed(seed)
         inputs = torch.randint(self.vocab_size - 1, (num_examples, self.seq_len), generator=g)  # (N, T)
         first = torch.randint(self.seq_len - 2, (num_examples, 1), generator=g)  # (N, 1): p in [0, T-3]

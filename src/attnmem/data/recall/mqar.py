@@ -34,7 +34,9 @@ class MQAR:
     power_a: float = 0.01
     random_non_queries: bool = True
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
+        """A one-line `ValueError` naming the first option out of its range (`generate` checks first; the
+        datamodule, at setup: outside Hydra's instantiation, which would wrap it in a traceback)."""
         check_range("seq_len", self.seq_len, 4, why=" (one key-value pair and one query slot)")
         pairs, queries = self.num_kv_pairs, self.num_queries
         if queries is None:
@@ -67,6 +69,7 @@ class MQAR:
 
     def generate(self, num_examples: int, seed: int) -> tuple[Tensor, Tensor]:
         """`inputs (N, T)` token ids and `targets (N, T)`: a query's key's value at its position, -100 elsewhere."""
+        self.check()
         g = torch.Generator().manual_seed(seed)
         n, pairs, half = num_examples, self.num_kv_pairs, self.vocab_size // 2
         queries = pairs if self.num_queries is None else self.num_queries

@@ -26,7 +26,9 @@ class SelectiveCopy:
     seq_len: int = 4096  # the input length T: the scattered data, the marker, the outputs
     num_tokens: int = 16  # n: the data tokens to copy
 
-    def __post_init__(self) -> None:
+    def check(self) -> None:
+        """A one-line `ValueError` naming the first option out of its range (`generate` checks first; the
+        datamodule, at setup: outside Hydra's instantiation, which would wrap it in a traceback)."""
         check_range("vocab_size", self.vocab_size, 4, why=" (two data tokens or more, the blank and the marker)")
         check_range("seq_len", self.seq_len, 3, why=" (a data token, the marker, its output)")
         check_range("num_tokens", self.num_tokens, 1, (self.seq_len - 1) // 2,
@@ -45,6 +47,7 @@ class SelectiveCopy:
 
     def generate(self, num_examples: int, seed: int) -> tuple[Tensor, Tensor]:
         """`inputs (N, T)` and `targets (N, T)`: the data tokens in order at the last n positions, -100 elsewhere."""
+        self.check()
         g = torch.Generator().manual_seed(seed)
         n, context = self.num_tokens, self.seq_len - self.num_tokens - 1
         data = torch.randint(self.vocab_size - 2, (num_examples, n), generator=g)  # (N, n)
