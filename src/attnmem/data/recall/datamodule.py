@@ -44,7 +44,7 @@ def split_seed(seed: int, split: str) -> int:
     return zlib.crc32(f"{seed}/{split}".encode())
 
 
-def test_source(source: RecallSource, name: str, options: Mapping[str, Any]) -> RecallSource:
+def changed_source(source: RecallSource, name: str, options: Mapping[str, Any]) -> RecallSource:
     """The source of test set `name`: `source` with `options` changed; one line for a bad name or option."""
     where = f"data.test_sets.{name}"
     if not NAME.fullmatch(name):
@@ -113,7 +113,7 @@ class RecallDataModule(L.LightningDataModule):
             if value < 1:
                 raise ValueError(f"data.{option}={value} is out of range: it must be >= 1")
         self.source.check()
-        self.test_sources = {name: test_source(self.source, name, o) for name, o in self.test_options.items()}
+        self.test_sources = {name: changed_source(self.source, name, o) for name, o in self.test_options.items()}
 
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
