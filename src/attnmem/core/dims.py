@@ -118,8 +118,17 @@ class ClassifyDims:
     pad_id: int = 0
 
 
+@dataclass(frozen=True)
+class RecallDims:
+    """Token ids in, a token predicted at the scored positions out (MQAR, selective copying, induction heads)."""
+
+    vocab_size: int  # V: input ids and output classes
+    seq_len: int  # T: the longest input of any split (the training length, or a longer test set's)
+    test_sets: list[str] = field(default_factory=list)  # the names of the extra test sets (test/<name>/acc)
+
+
 Dims = (QADims | SequenceDims | Seq2SeqDims | SpanDims | PatternsDims | GraphDims | EmbeddingsDims | CaptionDims
-        | ClassifyDims)
+        | ClassifyDims | RecallDims)
 
 
 def kwargs(dims: Dims) -> dict[str, Any]:

@@ -1,0 +1,71 @@
+"""The LightningModule of the `recall` family: token ids in, a token predicted at each scored position."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnmem.core.dims import RecallDims
+from attnmem.tasks.family import FamilyModule
+from attnmem.tasks.metrics import Sums, SumsDict, counted
+
+IGNORE = -100  # the target of a position that is not scored
+# cross-entropy summed over the scored positions, the right ones, the scored positions; sequences, and those with
+# every scored position right
+FIELDS = ("loss", "correct", "count", "sequences", "exact")
+
+
+def scored_sums(logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+    """The summed cross-entropy over the positions whose target is not -100, and the sums of `FIELDS`, (5,).
+
+    Shapes:
+        logits: (B, T, V); targets: (B, T)
+    """
+    nats = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE, reduction="sum")
+    scored = targets != IGNORE  # (B, T)
+    wrong = (logits.argmax(-1) != targets) & scored  # (B, T)
+    sums = torch.stack([nats.detach(), (scored & ~wrong).sum(), scored.sum(), nats.new_tensor(len(targets)),
+                        (~wrong.any(1)).sum()])
+    return nats, sums.double()
+
+
+class RecallTask(FamilyModule):
+    """Trains any `recall` model, `net(inputs (B, T)) -> logits (B, T, V)`: cross-entropy on the scored positions
+    (target != -100) only.
+
+    Metrics per split: `acc` (the fraction of scored positions whose argmax is the target), `loss` (cross-entropy
+    per scored position, in nats), `exact_match` (the fraction of sequences with every scored position right). Test
+    dataloader k > 0 is the extra test set `dims.test_sets[k - 1]`, logged as `test/<name>/...`.
+    """
+
+    monitor: ClassVar[str] = "val/acc"
+    mode: ClassVar[str] = "max"
+    prog_bar_splits: ClassVar[tuple[str, ...]] = ("train", "val")
+
+    def __init__(self, net: nn.Module, *, optimizer: Callable[..., torch.optim.Optimizer],
+                 scheduler: Callable[..., Any] | None = None, dims: RecallDims) -> None:
+        super().__init__()
+        self.net = net
+        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
+        self.test_names = ["test", *(f"test/{name}" for name in dims.test_sets)]
+        slices = {"train": 1, "val": 1, "test": len(self.test_names)}
+        self.sums = SumsDict({f"{s}_sums": Sums(FIELDS, slices=n) for s, n in slices.items()})
+
+    def shared_step(self, batch: dict[str, Tensor], split: str, test_set: int = 0) -> Tensor:
+        """The mean cross-entropy per scored position; the batch's sums added to its test set's slice."""
+        logits = self.net(batch["inputs"]).float()  # (B, T, V)
+        nats, sums = scored_sums(logits, batch["targets"])
+        self.sums[f"{split}_sums"].add(sums, test_set)
+        return nats / sums[2].clamp(min=1).to(nats.dtype)
+
+    def epoch_metrics(self, split: str) -> dict[str, Tensor]:
+        """Loss, accuracy and exact match of each of the split's sets that saw a scored position."""
+        logged: dict[str, Tensor] = {}
+        for name, s in counted(self.sums[f"{split}_sums"].read(), self.test_names if split == "test" else [split]):
+            logged |= {f"{name}/loss": s["loss"] / s["count"], f"{name}/acc": s["correct"] / s["count"],
+                       f"{name}/exact_match": s["exact"] / s["sequences"]}
+        return logged
