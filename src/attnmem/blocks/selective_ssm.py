@@ -17,12 +17,14 @@ C are parameters, not functions of the input: the time-invariant (S4D-like) base
 from __future__ import annotations
 
 import math
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.autograd import Function
 
-__all__ = ["SelectiveSSM", "chunked_scan"]
+__all__ = ["SelectiveSSM", "chunked_scan", "selective_scan"]
 
 
 def _check(name: str, value: int, low: int = 1) -> None:
@@ -75,6 +77,84 @@ def chunked_scan(
     return torch.cat(outputs, 1), h
 
 
+def _at(x: Tensor, t: int) -> Tensor:
+    """Step t of a per-step tensor (B, T, ·, N), or its only step where it is time-invariant (T = 1)."""
+    return x[:, min(t, x.shape[1] - 1)]
+
+
+class _SelectiveScan(Function):
+    """The recurrence of `selective_scan` as one time loop, with its backward derived by hand (a reverse loop).
+
+    Autograd through the loop would record ~10 small operations a step; the hand-derived backward does the
+    same arithmetic without the graph: on a 1-thread CPU at B 64, T 64, D 64, N 16, forward + backward
+    of one layer take ~6× less time than autograd through the same loop (docs/recall.md).
+    """
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(delta: Tensor, a: Tensor, u: Tensor, b: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
+        """y (B, T, D) and the states h (B, T, D, N) kept for the backward."""
+        h = u.new_zeros(u.shape[0], u.shape[2], a.shape[1])  # (B, D, N)
+        states, ys = [], []
+        for t in range(u.shape[1]):
+            h = torch.exp(delta[:, t, :, None] * a) * h + (delta[:, t] * u[:, t])[..., None] * _at(b, t)  # eq. 2a
+            states.append(h)
+            ys.append((h * _at(c, t)).sum(-1))  # (B, D): eq. 2b
+        return torch.stack(ys, 1), torch.stack(states, 1)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Tensor, ...], output: tuple[Tensor, Tensor]) -> None:
+        """Keep the inputs and the states."""
+        ctx.save_for_backward(*inputs, output[1])
+        ctx.mark_non_differentiable(output[1])
+
+    @staticmethod
+    def backward(ctx: Any, gy: Tensor, _: Tensor) -> tuple[Tensor, ...]:
+        """The gradients of Δ, A, u, B, C by the reverse recurrence gh_{t-1} = Ā_t ∘ gh_t + ∂y_{t-1}/∂h."""
+        delta, a, u, b, c, states = ctx.saved_tensors
+        gh = torch.zeros_like(states[:, 0])  # (B, D, N): dL/dh_t, carried back
+        ga, gb, gc = torch.zeros_like(a), torch.zeros_like(b), torch.zeros_like(c)
+        gdeltas, gus = [], []
+        for t in reversed(range(u.shape[1])):
+            bt, ct, h = _at(b, t), _at(c, t), states[:, t]
+            gh = gh + gy[:, t, :, None] * ct  # (B, D, N)
+            gc[:, min(t, c.shape[1] - 1)] += (gy[:, t, :, None] * h).sum_to_size(ct.shape)
+            decay = torch.exp(delta[:, t, :, None] * a)  # (B, D, N): Ā_t
+            du = delta[:, t] * u[:, t]  # (B, D)
+            gdu = (gh * bt).sum(-1)  # (B, D): dL/d(Δ_t u_t)
+            gb[:, min(t, b.shape[1] - 1)] += (gh * du[..., None]).sum_to_size(bt.shape)
+            glog = gh * (states[:, t - 1] if t else torch.zeros_like(h)) * decay  # (B, D, N): dL/d(Δ_t A)
+            gdeltas.append(gdu * u[:, t] + (glog * a).sum(-1))
+            gus.append(gdu * delta[:, t])
+            ga = ga + (glog * delta[:, t, :, None]).sum(0)
+            gh = gh * decay  # to step t - 1
+        return torch.stack(gdeltas[::-1], 1), ga, torch.stack(gus[::-1], 1), gb, gc
+
+
+def selective_scan(delta: Tensor, a: Tensor, u: Tensor, b: Tensor, c: Tensor) -> Tensor:
+    """The recurrence h_t = exp(Δ_t A) h_{t-1} + Δ_t B_t u_t, y_t = C_t h_t, as one loop with a hand-derived backward.
+
+    Args:
+        delta: the step sizes Δ.
+        a: the diagonal A (negative).
+        u: the input u.
+        b: B_t (selective: per step, shared by the channels) or B (LTI: one per channel).
+        c: C_t or C, as b.
+
+    Shapes:
+        - delta, u, y: (B, T, D)
+        - a: (D, N)
+        - b, c: (B, T, 1, N) selective, (1, 1, D, N) LTI
+
+    Returns:
+        y, y_t = Σ_n C_t h_t (without the skip D u_t).
+    """
+    out = _SelectiveScan.apply(delta, a, u, b, c)  # type: ignore[no-untyped-call]  # torch: apply unannotated
+    y, _ = cast("tuple[Tensor, Tensor]", out)
+    return y
+
+
 class SelectiveSSM(nn.Module):
     """The selective SSM S6 of Mamba (Gu & Dao 2023, §3.2, Algorithm 2), or its LTI variant; a causal mixer.
 
@@ -87,7 +167,9 @@ class SelectiveSSM(nn.Module):
         selective: True: Δ, B, C are functions of the input (S6); False: parameters (LTI, S4D-like).
         dt_rank: the rank R of s_Δ = Linear_{R→D}(Linear_{D→R}(x)) (the paper's code; the paper's
             Broadcast_D(Linear_1(x)) is the case R = 1 with equal weights); None: ceil(D / 16), the code's.
-        chunk_size: steps per chunk of the parallel (chunked) scan of `forward`.
+        chunk_size: None: `forward` runs `selective_scan` (one loop, hand-derived backward: the fastest on a
+            CPU, ~12× the chunked scan at T 64, D 64, N 16); an integer: the chunked scan with chunks of this
+            many steps (parallel within a chunk, for accelerators; its memory grows as B·L²·D·N).
         dt_min: the smallest initial Δ.
         dt_max: the largest initial Δ.
     """
@@ -99,13 +181,14 @@ class SelectiveSSM(nn.Module):
         d_state: int = 16,
         selective: bool = True,
         dt_rank: int | None = None,
-        chunk_size: int = 64,
+        chunk_size: int | None = None,
         dt_min: float = 0.001,
         dt_max: float = 0.1,
     ) -> None:
         super().__init__()
         rank = math.ceil(d_model / 16) if dt_rank is None else dt_rank
-        for name, value in {"d_model": d_model, "d_state": d_state, "dt_rank": rank, "chunk_size": chunk_size}.items():
+        sizes = {"d_model": d_model, "d_state": d_state, "dt_rank": rank, "chunk_size": chunk_size or 1}
+        for name, value in sizes.items():
             _check(name, value)
         if not 0 < dt_min <= dt_max:
             raise ValueError(f"SelectiveSSM: need 0 < dt_min <= dt_max, got dt_min={dt_min}, dt_max={dt_max}")
@@ -138,7 +221,7 @@ class SelectiveSSM(nn.Module):
         return delta, b[:, :, None], c[:, :, None]
 
     def forward(self, x: Tensor) -> Tensor:
-        """The layer over the whole sequence at once (the chunked scan).
+        """The layer over the whole sequence at once (`selective_scan`, or the chunked scan with `chunk_size`).
 
         Args:
             x: the input sequence.
@@ -152,6 +235,8 @@ class SelectiveSSM(nn.Module):
         """
         delta, b, c = self._parameters_of(x)
         a = -self.A_log.exp()  # (D, N)
+        if self.chunk_size is None:
+            return selective_scan(delta, a, x, b, c) + self.D * x  # (B, T, D)
         bx = (delta * x)[..., None] * b  # (B, T, D, N): B̄_t x_t
         y, _ = chunked_scan(delta, a, bx, c, self.chunk_size)
         return y + self.D * x  # (B, T, D)
