@@ -5,7 +5,8 @@
 
 The same backbone holds softmax attention, the state-space and convolution mixers and the attention-like
 ones (`blocks/`), so a recall benchmark compares the mixers alone (Arora et al. 2024, "Zoology", §3-4: the
-MQAR models have no MLP).
+MQAR models have no MLP). The classic recurrent models (the LSTM, the NTM, the DNC: `recurrent_mixers.py`) are
+mixers too; with one layer and no positions the backbone around one is embedding → the core → head.
 """
 
 from __future__ import annotations
@@ -32,7 +33,14 @@ MIXERS: dict[str, tuple[str, dict[str, Any]]] = {
     "sliding_window": ("attnmem.blocks.sliding_window:SlidingWindow", {}),
     "linear_attention": ("attnmem.blocks.linear_attention:LinearAttention", {}),
     "delta_rule": ("attnmem.blocks.delta_rule:DeltaRule", {}),
+    "hopfield": ("attnmem.blocks.hopfield_mixer:HopfieldMixer", {}),
+    "lstm": ("attnmem.models.recurrent_mixers:LSTMMixer", {}),
+    "ntm": ("attnmem.models.recurrent_mixers:NTMMixer", {}),
+    "dnc": ("attnmem.models.recurrent_mixers:DNCMixer", {}),
 }
+# the model's own options a mixer is built with besides its mixer_options: attention's score, and max_len for the
+# state_size of those that keep every key and value
+SHARED: dict[str, tuple[str, ...]] = {"attention": ("score", "max_len"), "hopfield": ("max_len",)}
 POSITIONS = ("learned", "none")
 
 
@@ -85,7 +93,7 @@ def mixer_factory(
     path, fixed = MIXERS[mixer]
     module, _, name = path.partition(":")
     cls = getattr(importlib.import_module(module), name)
-    extra = {"score": score, "max_len": max_len} if mixer == "attention" else {}
+    extra = {k: v for k, v in {"score": score, "max_len": max_len}.items() if k in SHARED.get(mixer, ())}
     kwargs = {**fixed, **extra, **dict(options)}
 
     def build(d_model: int) -> nn.Module:
@@ -107,7 +115,8 @@ class MixerLM(nn.Module):
     Args:
         vocab_size: the number of token ids (from the data).
         mixer: a name (`MIXERS`: attention, selective_ssm, lti_ssm, base_conv, sliding_window,
-            linear_attention, delta_rule) or a factory building one layer from d_model.
+            linear_attention, delta_rule, hopfield; the classic recurrent models lstm, ntm, dnc, each a whole
+            sequence model with `layers=1, positions="none"`) or a factory building one layer from d_model.
         mixer_options: the mixer's keyword options (`d_state`, `l_max`, `heads`, `window`, ...).
         score: attention's score (the `attention` group in a run); other mixers ignore it.
         d_model: the width D.
