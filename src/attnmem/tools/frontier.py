@@ -57,7 +57,8 @@ def _width(sweep_dir: Path, run: dict[str, Any]) -> int | None:
 
 def _runs(sweep_dirs: list[Path], metric: str) -> list[tuple[dict[str, str], int | None, int, float]]:
     """Every finished run as (its parameters, width, state size, metric); one-line errors for what cannot be drawn."""
-    runs, reported = [], set()
+    runs: list[tuple[dict[str, str], int | None, int, Any, Path]] = []  # the metric: None where a run lacks it
+    reported: set[str] = set()
     for sweep_dir in sweep_dirs:
         spec, rows = load_rows(sweep_dir)
         for run in (r for r in rows if r["state"] == "finished"):
@@ -76,7 +77,7 @@ def _runs(sweep_dirs: list[Path], metric: str) -> list[tuple[dict[str, str], int
     missing = next((where for *_, value, where in runs if value is None), None)
     if missing is not None:
         raise UserError(f"{missing}: no '{metric}' (--metric: a key every run reports)")
-    return [(params, width, state, value) for params, width, state, value, _ in runs]
+    return [(params, width, state, float(value)) for params, width, state, value, _ in runs]
 
 
 def points(sweep_dirs: list[Path], metric: str = "test/acc", solved: float = 0.99) -> dict[str, list[Point]]:
@@ -132,7 +133,7 @@ def log_wandb(lines: dict[str, list[Point]], image: Path, project: str) -> None:
     import wandb  # noqa: PLC0415 - only with --wandb
 
     run = wandb.init(project=project, job_type="frontier", name=image.stem)
-    columns = ["line", *(f.name for f in fields(Point))]
+    columns: list[str | int] = ["line", *(f.name for f in fields(Point))]
     table = wandb.Table(columns=columns, data=[[line, *astuple(p)] for line, pts in lines.items() for p in pts])
     run.log({"frontier": wandb.Image(str(image)), "frontier/points": table})
     run.finish()
