@@ -10,6 +10,7 @@ from torch import nn
 from attnmem.core.dims import RecallDims
 from attnmem.data.recall.datamodule import RecallDataModule
 from attnmem.data.recall.mqar import MQAR
+from attnmem.models.contract import StateSized
 from attnmem.tasks.recall import RecallTask
 
 
@@ -63,7 +64,21 @@ def test_extra_test_sets_are_their_own_slices():
     task.shared_step({"inputs": BATCH["inputs"], "targets": torch.tensor([[0, -100, -100, -100]] * 2)}, "test", 1)
     logged = task.epoch_metrics("test")
     assert logged["test/acc"] == 3 / 5 and logged["test/len8/acc"] == 0.5
-    assert set(logged) == {f"test{s}/{m}" for s in ("", "/len8") for m in ("loss", "acc", "exact_match")}
+    expected = {f"test{s}/{m}" for s in ("", "/len8") for m in ("loss", "acc", "exact_match")}
+    assert set(logged) == expected | {"model/params"}  # _Fixed declares no state size
+    assert logged["model/params"] == 1
+
+
+def test_a_state_sized_model_reports_its_state_size_with_the_test_metrics():
+    class Sized(_Fixed, StateSized):
+        state_size = 96
+
+    task = RecallTask(Sized(LOGITS), optimizer=torch.optim.SGD, dims=RecallDims(vocab_size=3, seq_len=4))
+    task.shared_step(BATCH, "val")
+    task.shared_step(BATCH, "test")
+    assert "model/state_size" not in task.epoch_metrics("val")
+    logged = task.epoch_metrics("test")
+    assert (logged["model/state_size"], logged["model/params"]) == (96, 1)
 
 
 def test_a_batch_without_scored_positions_has_zero_loss():

@@ -18,7 +18,7 @@ from attnmem.blocks.output import Output
 
 __all__ = [
     "AdaptsModel", "AfterClipping", "CarriesState", "LinearStartable", "MemoryTrace", "NamedAttention", "ReadHeads",
-    "RecallsPairs", "StoresPatterns", "WeightMatrices", "WordVectors",
+    "RecallsPairs", "StateSized", "StoresPatterns", "WeightMatrices", "WordVectors",
 ]
 
 
@@ -124,3 +124,14 @@ class AdaptsModel(Protocol):
     holds one model of class `tensor_model` under one attribute. MemN2NQA, NTMSequence, DNCSequence."""
 
     tensor_model: ClassVar[type[nn.Module]]
+
+
+@runtime_checkable
+class StateSized(Protocol):
+    """Asked by the `recall` family module, which logs it with the test metrics as `model/state_size` (the
+    scoreboard's and the capacity frontier's x axis): `state_size` is how many numbers of recurrent state one
+    sequence holds at inference (a KV cache of the longest sequence for attention). MixerLM."""
+
+    @property
+    def state_size(self) -> int:
+        """The numbers of state one sequence holds."""

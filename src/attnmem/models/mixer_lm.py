@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from attnmem.attention import MultiHead
 from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.transformer import Positions, causal_mask, feed_forward
+from attnmem.models.contract import StateSized
 
 __all__ = ["MIXERS", "CausalAttention", "MixerLM"]
 
@@ -106,7 +107,7 @@ def mixer_factory(
     return build
 
 
-class MixerLM(nn.Module):
+class MixerLM(nn.Module, StateSized):
     """A causal language model over any sequence mixer: the recall family's backbone.
 
     Logits (B, T, vocab_size) for `tokens (B, T)`; step t sees tokens <= t. state_size = the sum of the

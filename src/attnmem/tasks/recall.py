@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnmem.core.dims import RecallDims
+from attnmem.models.contract import StateSized
 from attnmem.tasks.family import FamilyModule
 from attnmem.tasks.metrics import Sums, SumsDict, counted
 
@@ -39,7 +40,8 @@ class RecallTask(FamilyModule):
 
     Metrics per split: `acc` (the fraction of scored positions whose argmax is the target), `loss` (cross-entropy
     per scored position, in nats), `exact_match` (the fraction of sequences with every scored position right). Test
-    dataloader k > 0 is the extra test set `dims.test_sets[k - 1]`, logged as `test/<name>/...`.
+    dataloader k > 0 is the extra test set `dims.test_sets[k - 1]`, logged as `test/<name>/...`. With the test
+    metrics, the model's size: `model/params` and, for a `StateSized` model, `model/state_size`.
     """
 
     monitor: ClassVar[str] = "val/acc"
@@ -54,6 +56,8 @@ class RecallTask(FamilyModule):
         self.test_names = ["test", *(f"test/{name}" for name in dims.test_sets)]
         slices = {"train": 1, "val": 1, "test": len(self.test_names)}
         self.sums = SumsDict({f"{s}_sums": Sums(FIELDS, slices=n) for s, n in slices.items()})
+        self.sizes = {"model/params": sum(p.numel() for p in net.parameters())}
+        self.sizes |= {"model/state_size": net.state_size} if isinstance(net, StateSized) else {}
 
     def shared_step(self, batch: dict[str, Tensor], split: str, test_set: int = 0) -> Tensor:
         """The mean cross-entropy per scored position; the batch's sums added to its test set's slice."""
@@ -68,4 +72,6 @@ class RecallTask(FamilyModule):
         for name, s in counted(self.sums[f"{split}_sums"].read(), self.test_names if split == "test" else [split]):
             logged |= {f"{name}/loss": s["loss"] / s["count"], f"{name}/acc": s["correct"] / s["count"],
                        f"{name}/exact_match": s["exact"] / s["sequences"]}
+        if split == "test" and logged:  # constants, logged once so that metrics.json holds them
+            logged |= {k: torch.tensor(float(v), device=self.device) for k, v in self.sizes.items()}
         return logged

@@ -5,8 +5,9 @@
 With no directory, each protocol of the packaged `sweeps/paper/` (`--protocols DIR`: another folder) contributes
 its newest sweep under `outputs/sweeps/<name>/`; one with no sweep on this machine keeps the table the scoreboard
 already had (its runs are where they ran).
-A table has a row per task (or setting): ours chosen by the paper's rule (e.g. the seed with the lowest
-training error), its standard error, mean ± std over seeds, the paper's figure and the difference; jobs
+A table has a row per task (or setting, or model): ours chosen by the paper's rule (e.g. the seed with the lowest
+training error, or the mean of the seeds at the best learning rate), its standard error, mean ± std over seeds, the
+paper's figure and the difference, and where the protocol asks the seeds that solve it and more columns; jobs
 that did not finish are counted and the table is marked incomplete.
 """
 
@@ -18,36 +19,19 @@ import statistics
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from attnmem.core import atomic, packaged
 from attnmem.core.errors import UserError
-from attnmem.core.integrity import read_json
 from attnmem.data.catalog import locate
-from attnmem.replicas.sweep import seeds_in
 from attnmem.tools import protocol as protocols
 from attnmem.tools.protocol import Protocol
 from attnmem.tools.scoreboard_elsewhere import kept_section, not_run, title
-from attnmem.tools.sweep_report import load_rows
+from attnmem.tools.scoreboard_rows import Row, build_rows
+from attnmem.tools.sweep_report import RATES, load_rows
 
 OUT = Path("docs/scoreboard.md")
-
-
-@dataclass
-class Row:
-    """One row of a table: our selected figure and its spread, and the paper's."""
-
-    label: str
-    seeds: int  # finished jobs that gave this row a value
-    planned: int  # jobs the sweep planned for it
-    ours: float | None = None
-    chosen: str = ""  # the selected job's overrides that differ between jobs (e.g. seed=4)
-    se: float | None = None  # binomial standard error of `ours` (a rate over `examples` questions)
-    mean: float | None = None
-    std: float | None = None
-    paper: float | None = None  # in the paper's unit (%)
 
 
 @dataclass
@@ -62,6 +46,7 @@ class Table:
     jobs: int
     seconds: float | None
     problems: list[str] = field(default_factory=list)
+    maximize: bool = True  # the way the sweep's metric improves: `over` takes the best mean that way
 
 
 def portable(override: str) -> str:
@@ -74,19 +59,6 @@ def portable(override: str) -> str:
     if found is not None:
         return f"{key}=<data>/{Path(value).relative_to(found[1].parent).as_posix()}"
     return f"{key}=<{Path(value).name}>"
-
-
-def _label(value: Any) -> str:
-    """`[3]` -> `3`; any other parameter value as written."""
-    parsed = yaml.safe_load(str(value))
-    return str(parsed[0]) if isinstance(parsed, list) and len(parsed) == 1 else str(value)
-
-
-def _examples(job_dir: Path, split: str) -> int | None:
-    path = job_dir / "manifest.json"
-    if not path.is_file():
-        return None
-    return read_json(path, "restore it from a copy of the run").get("examples", {}).get(split)
 
 
 def build(sweep_dir: Path) -> Table:
@@ -108,57 +80,10 @@ def build(sweep_dir: Path) -> Table:
             problems.append(f"{sweep_dir / job['job'] / 'metrics.json'}: no '{missing[0]}' (a key of {proto.path})")
         else:
             usable.append(job)
-    rows = _rows(proto, saved, usable, sweep_dir)
+    maximize = spec.get("metric", {}).get("goal", "maximize") != "minimize"
+    rows = build_rows(proto, saved, usable, sweep_dir, maximize)
     command = " ".join(["python -m attnmem.tools.sweep", saved["file"], *map(portable, saved.get("overrides", []))])
-    return Table(proto, sweep_dir, command, rows, len(usable), len(jobs), saved.get("seconds"), problems)
-
-
-def _differing(saved: dict[str, Any], job: dict[str, Any], row_parameter: str | None) -> str:
-    """The selected job's overrides that differ between the sweep's jobs (its seed, ...), the row's own left out."""
-    overrides = saved["jobs"][int(job["job"])]
-    common = set.intersection(*(set(j) for j in saved["jobs"]))
-    if "replica" in job:  # one replica of a replicas=R job: its own seed, as its own job would show
-        overrides = [f"seed={job['seed']}" if o.startswith("seed=") else o for o in overrides
-                     if not o.startswith(("replicas=", "replica_select="))]
-        common = {o for o in common if not o.startswith("seed=")}
-    return " ".join(o for o in overrides if o not in common and not o.startswith(f"{row_parameter}="))
-
-
-def _rows(proto: Protocol, saved: dict[str, Any], jobs: list[dict[str, Any]], sweep_dir: Path) -> list[Row]:
-    split = proto.metric.split("/", 1)[0]
-    if "parameter" in proto.rows:
-        name = proto.rows["parameter"]
-        planned: dict[str, int] = {}
-        for overrides in saved["jobs"]:
-            value = next((o.split("=", 1)[1] for o in overrides if o.startswith(f"{name}=")), "")
-            planned[_label(value)] = planned.get(_label(value), 0) + seeds_in(overrides)
-        groups = {label: [(j, j[proto.metric]) for j in jobs if _label(j[name]) == label] for label in planned}
-        per_row_examples = 1
-    else:
-        labels = [str(v) for v in proto.rows["values"]]
-        planned = dict.fromkeys(labels, sum(seeds_in(job) for job in saved["jobs"]))
-        groups = {label: [(j, j[proto.rows["metric"].format(row=label)]) for j in jobs] for label in labels}
-        per_row_examples = len(labels)  # one model's validation questions spread over the rows (tasks)
-    rows = []
-    for label, members in groups.items():
-        row = Row(label, len(members), planned[label], paper=proto.figures["rows"].get(_key(label)))
-        if members:
-            values = [v for _, v in members]
-            row.mean, row.std = statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
-            if not proto.select:  # no selection rule: ours is the mean over seeds
-                row.ours, row.chosen = row.mean, "mean of seeds"
-            else:
-                job, value = min(members, key=lambda m: tuple(m[0][k] for k in proto.select) + (int(m[0]["job"]),))
-                n = _examples(sweep_dir / job["job"], split)
-                row.ours, row.chosen = value, _differing(saved, job, proto.rows.get("parameter"))
-                row.se = math.sqrt(value * (1 - value) / (n / per_row_examples)) if n and proto.percent else None
-        rows.append(row)
-    return rows
-
-
-def _key(label: str) -> Any:
-    """A row label as the figures file keys it (task numbers are integers there)."""
-    return int(label) if label.isdigit() else label
+    return Table(proto, sweep_dir, command, rows, len(usable), len(jobs), saved.get("seconds"), problems, maximize)
 
 
 def _failed(proto: Protocol, value: float) -> bool:
@@ -180,6 +105,12 @@ def _header(table: Table) -> list[str]:
     chosen = f"per row the job lowest in {rule} (the paper's rule; never chosen by validation)" if rule else (
         "per row the mean over seeds (no selection)"
     )
+    if proto.over:
+        way = "highest" if table.maximize else "lowest"
+        chosen += f", at the `{proto.over}` whose mean over seeds is {way} (the papers' rule: best over `{proto.over}`)"
+    if proto.solved is not None:
+        chosen += f"; solved: the seeds whose `{proto.metric}` is at least {proto.solved}"
+    more = _more_headers(proto)
     return [
         f"## {proto.title}{status}",
         "",
@@ -189,9 +120,30 @@ def _header(table: Table) -> list[str]:
         f"Command: `{table.command}`; a row's run: `python train.py` with the sweep's overrides and those in its "
         "*run* column.",
         "",
-        "| row | ours (selected) | ± SE | run | ours mean ± std over seeds | seeds | paper | ours − paper |",
-        "|---:|---:|---:|---|---:|---:|---:|---:|",
+        "| row | ours (selected) | ± SE | run | ours mean ± std over seeds | seeds | paper | ours − paper |"
+        + "".join(f" {h} |" for h in more),
+        "|---:|---:|---:|---|---:|---:|---:|---:|" + "---:|" * len(more),
     ]
+
+
+def _more_headers(proto: Protocol) -> list[str]:
+    """The headers of the columns a protocol adds: solved, the means by `over`, its `columns`."""
+    solved = [f"solved (≥ {_pct(proto.solved, 0)}%)" if proto.percent else f"solved (≥ {proto.solved})"]
+    return [*(solved if proto.solved is not None else []), *([f"mean by `{proto.over}`"] if proto.over else []),
+            *proto.columns]
+
+
+def _more_cells(proto: Protocol, row: Row) -> list[str]:
+    """A row's cells under `_more_headers`: rates in the table's unit, counts whole."""
+    k, d = 100 if proto.percent else 1, proto.digits
+    cells = [f"{row.solved[0]}/{row.solved[1]}" if row.solved else ""] if proto.solved is not None else []
+    cells += [" · ".join(f"{v}: {_pct(m, d, k)}" for v, m in row.by_over.items())] if proto.over else []
+    for header, metric in proto.columns.items():
+        value = row.extra.get(header)
+        rate = metric.rsplit("/", 1)[-1] in RATES
+        cells.append("" if value is None else _pct(value, d, k) if rate else
+                     f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}")
+    return cells
 
 
 def markdown(table: Table) -> str:
@@ -208,7 +160,7 @@ def markdown(table: Table) -> str:
         seeds = f"{r.seeds}" if r.seeds == r.planned else f"{r.seeds} of {r.planned}"
         lines.append(
             f"| {r.label} | {_pct(r.ours, d, k)}{failed} | {_pct(r.se)} | {r.chosen} | {spread} | {seeds} | "
-            f"{paper} | {diff} |"
+            f"{paper} | {diff} |" + "".join(f" {c} |" for c in _more_cells(proto, r))
         )
     lines += ["", *_summary(table, done)]
     if table.problems:
