@@ -1,10 +1,14 @@
-"""The sequence mixers of `attnmem.blocks` beside causal softmax attention: forward + backward, timed side by side.
+"""Every mixer of the recall benchmark beside causal softmax attention: forward + backward of one layer, timed side
+by side at the protocols' sizes.
 
-d_model 64, heads 4, batch 32, T 64 and 256, CPU (`--threads`, default 1), float32; each candidate runs
-forward + backward of sum(y²) once per round, the rounds interleaved, and the median of `--rounds` is printed
-with its ratio to causal softmax attention (`attnmem.attention.MultiHead` with a causal `attn_mask`, the SDPA path).
-Sliding window: window 64 (at T 64 the full causal attention, through the banded mask); the delta rule: chunkwise
-WY form, chunk 64.
+    python benchmarks/mixers.py [--threads 1] [--rounds 5] [--sizes 64x32,64x64,128x64]
+
+Each mixer is built as `MixerLM` builds it (`attnmem.models.mixer_lm.MIXERS`) with its recipe's options
+(conf/experiment/mqar_<mixer>.yaml): attention 1 head, sliding window 16, S6 and its LTI variant with 16 states a
+channel, BaseConv's filter of 128, the Hopfield mixer's defaults; the classic cores (LSTM, NTM, DNC) as their
+recipes size them. Batch 64 (the protocols'), float32, CPU (`--threads`). Per size (T x D), each candidate runs
+forward + backward of sum(y²) once per round, the rounds interleaved, so load on the machine hits every candidate
+alike; the median of `--rounds` is printed with its ratio to attention. Time is this process's CPU time.
 """
 
 from __future__ import annotations
@@ -13,28 +17,28 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from attnmem.attention import MultiHead
-from attnmem.blocks.delta_rule import DeltaRule
-from attnmem.blocks.linear_attention import LinearAttention
-from attnmem.blocks.sliding_window import SlidingWindow
+from attnmem.models.mixer_lm import mixer_factory
 
-
-class CausalSoftmax(nn.Module):
-    """Causal multi-head softmax attention, the baseline: `MultiHead` over x with a lower-triangular mask."""
-
-    def __init__(self, d_model: int, *, heads: int) -> None:
-        super().__init__()
-        self.attn = MultiHead(d_model, heads)
-
-    def forward(self, x: Tensor) -> Tensor:
-        """(B, T, D) → (B, T, D)."""
-        t = x.shape[1]
-        causal = torch.ones(1, t, t, dtype=torch.bool).tril()  # (1, T, T): MultiHead unsqueezes a head axis at 1
-        return self.attn(x, x, x, attn_mask=causal, need_weights=False)[0]
+BATCH = 64
+# a mixer's options as its recipe gives them (conf/experiment/mqar_<mixer>.yaml)
+OPTIONS: dict[str, dict[str, Any]] = {
+    "attention": {"heads": 1},
+    "sliding_window": {"window": 16},
+    "linear_attention": {},
+    "delta_rule": {},
+    "selective_ssm": {"d_state": 16},
+    "lti_ssm": {"d_state": 16},
+    "base_conv": {"l_max": 128},
+    "hopfield": {},
+    "lstm": {},
+    "ntm": {},
+    "dnc": {},
+}
 
 
 def step(layer: nn.Module, x: Tensor) -> Callable[[], None]:
@@ -45,39 +49,40 @@ def step(layer: nn.Module, x: Tensor) -> Callable[[], None]:
     return run
 
 
+def timed(runs: dict[str, Callable[[], None]], rounds: int) -> dict[str, float]:
+    """The median CPU seconds of each run over `rounds` interleaved rounds (after one warm-up each)."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for run in runs.values():
+        run()
+    for _ in range(rounds):
+        for name, run in runs.items():
+            start = time.process_time()
+            run()
+            times[name].append(time.process_time() - start)
+    return {name: statistics.median(seconds) for name, seconds in times.items()}
+
+
 def main() -> None:
-    """Print the medians and the ratios to softmax attention."""
+    """Print each mixer's median and its ratio to attention, per size."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--sizes", default="64x32,64x64,128x64", help="T x D pairs, comma-separated")
+    parser.add_argument("--mixers", default=",".join(OPTIONS), help="names of MIXERS, comma-separated")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    d, heads, batch = 64, 4, 32
-    layers = {
-        "softmax attention (causal)": CausalSoftmax(d, heads=heads),
-        "SlidingWindow(window=64)": SlidingWindow(d, window=64, heads=heads),
-        "LinearAttention(elu, normalize)": LinearAttention(d, heads=heads),
-        "DeltaRule(chunk_size=64)": DeltaRule(d, heads=heads, chunk_size=64),
-    }
-    print(f"forward + backward, d_model={d} heads={heads} batch={batch}, CPU threads={args.threads}, "
-          f"median of {args.rounds} interleaved rounds")
-    for length in (64, 256):
-        x = torch.randn(batch, length, d)
-        runs = {name: step(layer, x) for name, layer in layers.items()}
-        times: dict[str, list[float]] = {name: [] for name in runs}
-        for run in runs.values():
-            run()  # warm-up
-        for _ in range(args.rounds):  # interleaved, so machine noise hits every candidate alike
-            for name, run in runs.items():
-                start = time.perf_counter()
-                run()
-                times[name].append(time.perf_counter() - start)
-        base = statistics.median(times["softmax attention (causal)"])
-        print(f"T={length}")
-        for name, seconds in times.items():
-            median = statistics.median(seconds)
-            print(f"  {name:34s} {1e3 * median:8.2f} ms   ratio {median / base:5.2f}")
+    print(f"forward + backward of one layer, batch {BATCH}, CPU threads={args.threads}, "
+          f"median of {args.rounds} interleaved rounds (CPU time), ratio to attention")
+    names = ["attention", *(m for m in args.mixers.split(",") if m != "attention")]
+    for size in args.sizes.split(","):
+        length, width = (int(v) for v in size.split("x"))
+        torch.manual_seed(0)
+        layers = {m: mixer_factory(m, OPTIONS[m], "scaled_dot", 1024)(width) for m in names}
+        x = torch.randn(BATCH, length, width)
+        medians = timed({m: step(layer, x) for m, layer in layers.items()}, args.rounds)
+        print(f"T={length} D={width}")
+        for name, seconds in medians.items():
+            print(f"  {name:18s} {1e3 * seconds:9.2f} ms   ratio {seconds / medians['attention']:6.2f}")
 
 
 if __name__ == "__main__":
