@@ -67,3 +67,11 @@ def test_attention_learns_to_copy() -> None:
         opt.step()
         losses.append(loss.item())
     assert losses[-1] < 0.5 * losses[0]
+
+
+def test_a_state_that_cannot_hold_one_pair_is_one_line_naming_the_option():
+    # S6 with 1 state a channel holds d_model = 16 numbers: less than a key and a value of width 16
+    with pytest.raises(ValueError, match=r"'selective_ssm' holds a state of 16 numbers.*must be >= 32.*"
+                                         r"model.mixer_options \(d_state"):
+        MixerLM(vocab_size=32, mixer="selective_ssm", mixer_options={"d_state": 1}, d_model=16)
+    assert MixerLM(vocab_size=32, mixer="selective_ssm", mixer_options={"d_state": 2}, d_model=16).state_size == 64

@@ -107,6 +107,17 @@ def mixer_factory(
     return build
 
 
+def check_holds_a_pair(layer: nn.Module, mixer: object, d_model: int) -> None:
+    """ValueError when a mixer's recurrent state holds fewer numbers than one key and one value of width d_model."""
+    if isinstance(layer, StateSized) and layer.state_size < 2 * d_model:
+        name = mixer if isinstance(mixer, str) else type(layer).__name__
+        raise ValueError(
+            f"MixerLM: mixer {name!r} holds a state of {layer.state_size} numbers, which cannot hold a single "
+            f"key-value pair (a key and a value of width d_model={d_model}): its state_size must be >= {2 * d_model}; "
+            "raise its state option in model.mixer_options (d_state of the SSMs, window, l_max, hidden_size, ...)"
+        )
+
+
 class MixerLM(nn.Module, StateSized):
     """A causal language model over any sequence mixer: the recall family's backbone.
 
@@ -161,6 +172,7 @@ class MixerLM(nn.Module, StateSized):
         self.positions = Positions(d_model, max_len, "learned", dropout) if positions == "learned" else None
         self.dropout = nn.Dropout(dropout)
         self.mixers = nn.ModuleList(build(d_model) for _ in range(layers))
+        check_holds_a_pair(self.mixers[0], mixer, d_model)
         self.mixer_norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(layers))
         self.mlps = nn.ModuleList(feed_forward(d_model, d_ff, dropout) for _ in range(layers)) if mlp else None
         self.mlp_norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(layers)) if mlp else None
@@ -170,7 +182,7 @@ class MixerLM(nn.Module, StateSized):
     @property
     def state_size(self) -> int:
         """The numbers of recurrent state one sequence holds at inference: the sum over the layers."""
-        return sum(int(getattr(m, "state_size", 0)) for m in self.mixers)
+        return sum(m.state_size for m in self.mixers if isinstance(m, StateSized))
 
     def forward(self, tokens: Tensor) -> Tensor:
         """Next-token logits at every step.
