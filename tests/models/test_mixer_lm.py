@@ -75,3 +75,9 @@ def test_a_state_that_cannot_hold_one_pair_is_one_line_naming_the_option():
                                          r"model.mixer_options \(d_state"):
         MixerLM(vocab_size=32, mixer="selective_ssm", mixer_options={"d_state": 1}, d_model=16)
     assert MixerLM(vocab_size=32, mixer="selective_ssm", mixer_options={"d_state": 2}, d_model=16).state_size == 64
+
+
+def test_a_kv_cache_is_counted_at_the_datas_longest_sequence():
+    # 2 layers x 2 (keys, values) x T x D: at the data's seq_len when given, else at max_len
+    assert MixerLM(vocab_size=32, d_model=16, max_len=1024, seq_len=128).state_size == 2 * 2 * 128 * 16
+    assert MixerLM(vocab_size=32, d_model=16, max_len=1024).state_size == 2 * 2 * 1024 * 16

@@ -39,8 +39,8 @@ MIXERS: dict[str, tuple[str, dict[str, Any]]] = {
     "ntm": ("attnmem.models.recurrent_mixers:NTMMixer", {}),
     "dnc": ("attnmem.models.recurrent_mixers:DNCMixer", {}),
 }
-# the model's own options a mixer is built with besides its mixer_options: attention's score, and max_len for the
-# state_size of those that keep every key and value
+# the model's own options a mixer is built with besides its mixer_options: attention's score, and the length (the
+# data's seq_len, else max_len) at which the state_size of those that keep every key and value is counted
 SHARED: dict[str, tuple[str, ...]] = {"attention": ("score", "max_len"), "hopfield": ("max_len",)}
 POSITIONS = ("learned", "none")
 
@@ -135,6 +135,8 @@ class MixerLM(nn.Module, StateSized):
         layers: the number of mixer layers.
         positions: `learned` (a trained table of max_len rows) or `none` (the mixer orders steps itself).
         max_len: the longest sequence (with learned positions a longer one is a ValueError).
+        seq_len: the data's longest sequence (training or test; `RecallDims.seq_len`), the length at which the
+            state of a mixer that keeps every key and value (attention's KV cache) is counted; None: max_len.
         mlp: a feed-forward sub-block after every mixer (Zoology's MQAR models have none).
         d_ff: the MLP's hidden width; None: 4 · d_model.
         dropout: dropout on the embeddings and every sub-block's output.
@@ -153,6 +155,7 @@ class MixerLM(nn.Module, StateSized):
         layers: int = 2,
         positions: str = "learned",
         max_len: int = 512,
+        seq_len: int | None = None,
         mlp: bool = False,
         d_ff: int | None = None,
         dropout: float = 0.0,
@@ -167,7 +170,7 @@ class MixerLM(nn.Module, StateSized):
             )
         if not 0 <= dropout < 1:
             raise ValueError(f"MixerLM: dropout must be in [0, 1), got {dropout} (model.dropout in a run)")
-        build = mixer_factory(mixer, mixer_options or {}, score, max_len)
+        build = mixer_factory(mixer, mixer_options or {}, score, seq_len or max_len)
         self.embed = nn.Embedding(vocab_size, d_model)
         self.positions = Positions(d_model, max_len, "learned", dropout) if positions == "learned" else None
         self.dropout = nn.Dropout(dropout)
