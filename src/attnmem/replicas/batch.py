@@ -115,8 +115,10 @@ class Batched:
 
 
 def _unstack(preds: Tensor, attention: list[Tensor]) -> list[Output]:
-    """Replica r's `Output` from predictions (R, B, ...) and attention maps (R, B, ...)."""
-    return [Output(pred=preds[r], attention=[a[r] for a in attention]) for r in range(preds.shape[0])]
+    """Replica r's `Output` from predictions (R, B, ...) and attention maps (R, B, ...); split by `unbind`, whose
+    backward stacks the replicas' gradients once (indexing's would write each into zeros of the whole)."""
+    maps = [a.unbind() for a in attention]
+    return [Output(pred=pred, attention=[m[r] for m in maps]) for r, pred in enumerate(preds.unbind())]
 
 
 class _Served(nn.Module):
