@@ -12,9 +12,10 @@ from torch import nn
 
 from attnmem.attention.scores import Dot
 from attnmem.core.dims import QADims
+from attnmem.models.mixer_lm import MIXERS, MixerLM
 from attnmem.models.transformer import Transformer
-from attnmem.replicas.batch import Batched
-from attnmem.replicas.models import MemN2NReplicas, Vmapped, batched_path
+from attnmem.replicas.batch import Batched, serving
+from attnmem.replicas.models import MemN2NReplicas, TensorVmapped, Vmapped, batched_path
 from attnmem.replicas.module import Replicas
 from attnmem.replicas.streams import Streams
 from attnmem.tasks.qa import QATask
@@ -61,6 +62,54 @@ def test_the_models_registered_batch_and_every_other_loops():
                "d_ff": 8, "layers": 1}
     assert batched_path(Transformer(**options, dropout=0.1)) is None  # each replica's masks: its own stream's
     assert type(batched_path(Transformer(**options, dropout=0.0))) is Vmapped
+
+
+MEMORY = {"controller_size": 4, "memory_locations": 3, "memory_width": 2}
+OPTIONS = {"ntm": MEMORY, "dnc": MEMORY, "base_conv": {"l_max": 6}, "selective_ssm": {"d_state": 2},
+           "lti_ssm": {"d_state": 2}, "hopfield": {"memory": 2}}
+
+
+def mixer_lm(mixer: str, **options) -> MixerLM:
+    single = mixer in ("lstm", "ntm", "dnc")  # the recurrent models: one layer, no positions
+    return MixerLM(vocab_size=7, mixer=mixer, mixer_options=OPTIONS.get(mixer, {}), d_model=4, max_len=6,
+                   layers=1 if single else 2, positions="none" if single else "learned", **options)
+
+
+def test_mixer_lms_batch_unless_they_drop_or_hold_an_lstm():
+    for mixer in MIXERS.keys() - {"lstm"}:
+        assert type(batched_path(mixer_lm(mixer))) is TensorVmapped, mixer
+    assert batched_path(mixer_lm("lstm")) is None  # `nn.LSTM` has no vmap batching rule: a loop
+    assert batched_path(mixer_lm("attention", dropout=0.1)) is None  # each replica's masks: its own stream's
+    assert batched_path(mixer_lm("selective_ssm", mlp=True, dropout=0.1)) is None
+
+
+@pytest.mark.parametrize("mixer", sorted(MIXERS.keys() - {"lstm"}))
+def test_mixer_lm_replicas_batched_give_each_replicas_own_logits_and_gradients(mixer):
+    torch.manual_seed(0)
+    nets = [mixer_lm(mixer) for _ in range(2)]
+    batches = [{"inputs": torch.randint(0, 7, (2, 6)), "targets": torch.zeros(2, 6, dtype=torch.long)}
+               for _ in range(2)]
+    path = batched_path(nets[0])
+    outs = Batched(path)(nets, batches)
+    sum(o.pred.square().mean() for o in outs).backward()
+    batched = [p.grad.clone() for net in nets for p in net.parameters()]
+    for net in nets:
+        net.zero_grad()
+    own = [net(batch["inputs"]) for net, batch in zip(nets, batches)]
+    sum(o.square().mean() for o in own).backward()
+    for out, logits in zip(outs, own):
+        assert out.attention == [] and path.served(out) is out.pred
+        torch.testing.assert_close(out.pred, logits, rtol=0, atol=1e-5)
+    for got, expected in zip(batched, (p.grad for net in nets for p in net.parameters())):
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-6)
+
+
+def test_serving_hands_the_family_module_what_its_net_returns():
+    module, logits = nn.Module(), torch.zeros(2, 3, 7)
+    module.net = mixer_lm("attention")
+    with serving(module, logits):
+        assert module.net(torch.zeros(2, 3, dtype=torch.long)) is logits
+    assert type(module.net) is MixerLM
 
 
 def test_memn2n_replicas_draw_rn_numbers_while_training_only():

@@ -91,7 +91,7 @@ class Batched:
 
         def one(p: dict[str, Tensor], v: dict[str, Tensor],
                 batch: dict[str, Tensor]) -> tuple[Tensor, tuple[Tensor, ...]]:
-            out = functional_call(base, (p, v, shared), (batch,))
+            out = self.path.call(base, (p, v, shared), batch)
             return out.pred, tuple(out.attention)
 
         in_dims = {k: 0 if isinstance(v, Tensor) else None for k, v in stacked.items()}
@@ -115,26 +115,29 @@ class Batched:
 
 
 def _unstack(preds: Tensor, attention: list[Tensor]) -> list[Output]:
-    """Replica r's `Output` from predictions (R, B, ...) and attention maps (R, B, ...)."""
-    return [Output(pred=preds[r], attention=[a[r] for a in attention]) for r in range(preds.shape[0])]
+    """Replica r's `Output` from predictions (R, B, ...) and attention maps (R, B, ...); split by `unbind`, whose
+    backward stacks the replicas' gradients once (indexing's would write each into zeros of the whole)."""
+    maps = [a.unbind() for a in attention]
+    return [Output(pred=pred, attention=[m[r] for m in maps]) for r, pred in enumerate(preds.unbind())]
 
 
 class _Served(nn.Module):
-    """Stands in for a family module's `net` for one step: returns the output already computed for its batch."""
+    """Stands in for a family module's `net` for one step: returns what was already computed for its batch."""
 
-    def __init__(self, out: Output) -> None:
+    def __init__(self, served: Any) -> None:
         super().__init__()
-        self.out = out
+        self.served = served
 
-    def forward(self, batch: Any) -> Output:
-        return self.out
+    def forward(self, *args: Any) -> Any:
+        return self.served
 
 
 @contextmanager
-def serving(module: nn.Module, out: Output) -> Any:
-    """Inside the block, `module.net(batch)` returns `out` (its share of a batched forward) without computing."""
+def serving(module: nn.Module, served: Any) -> Any:
+    """Inside the block, `module.net(...)` returns `served` without computing: its share of a batched forward, as
+    its path gives it back (`Vmapped.served`: the `Output`, or the pred of a net that returns a tensor)."""
     net = module.net
-    module.net = _Served(out)
+    module.net = _Served(served)
     try:
         yield
     finally:

@@ -7,6 +7,8 @@ replicas; what batching a model's replicas needs lives here:
 - the NTM, the DNC and the Transformers (without dropout, whose masks would come from one stream) run their
   replicas in one `vmap` of `functional_call` over the stacked parameters (`batch.Batched`; the NTM's fused loop
   and the DNC's link step take `vmap` through their own rules, as any `torch.func` ensemble would);
+- the `recall` family's `MixerLM` (without dropout, every mixer one that takes `vmap`) the same way, through
+  `TensorVmapped`: its net maps `batch["inputs"]` to logits, a tensor, which the family module gets back as such;
 - MemN2N (`MemN2NReplicas`) pads its replicas' stories to one number of slots, draws RN's numbers per replica
   beforehand (under each replica's stream, as its own forward would), and, where every weight is a lookup table,
   folds the replicas into one batch of all their rows over their tables stacked as one (`FoldedMemN2N`).
@@ -17,19 +19,28 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar, cast
 
 import torch
 from torch import Tensor, nn
+from torch.func import functional_call
 
+from attnmem.blocks.base_conv import BaseConv
+from attnmem.blocks.delta_rule import DeltaRule
+from attnmem.blocks.hopfield_mixer import HopfieldMixer
+from attnmem.blocks.linear_attention import LinearAttention
 from attnmem.blocks.output import Output
+from attnmem.blocks.selective_ssm import SelectiveSSM
+from attnmem.blocks.sliding_window import SlidingWindow
 from attnmem.models.memn2n import MemN2N
+from attnmem.models.mixer_lm import CausalAttention, MixerLM
+from attnmem.models.recurrent_mixers import DNCMixer, NTMMixer
 from attnmem.models.transformer import Transformer
 from attnmem.models.transformer_sequence import TransformerSequence
 from attnmem.tasks.qa_nets import MemN2NQA
 from attnmem.tasks.sequence_nets import DNCSequence, NTMSequence
 
-__all__ = ["FoldedMemN2N", "MemN2NReplicas", "Vmapped", "batched_path"]
+__all__ = ["FoldedMemN2N", "MemN2NReplicas", "TensorVmapped", "Vmapped", "batched_path"]
 
 DROPOUT = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
 
@@ -47,6 +58,14 @@ class Vmapped:
 
     def __init__(self, net: nn.Module) -> None:
         self.base = copy.deepcopy(net).to("meta")
+
+    def call(self, base: nn.Module, tensors: tuple[dict[str, Tensor], ...], batch: dict[str, Tensor]) -> Output:
+        """One replica's `Output`: `base` under `tensors` (its parameters and buffers) on its batch."""
+        return cast(Output, functional_call(base, tensors, (batch,)))
+
+    def served(self, out: Output) -> Any:
+        """What the family module's `net(...)` gets back for a replica's share `out` of the batched forward."""
+        return out
 
     def draws(self, net: nn.Module, batch: dict[str, Tensor]) -> dict[str, Tensor]:
         """The random numbers `net`'s training forward would draw for `batch`, as batch keys (none here)."""
@@ -74,11 +93,43 @@ def _vmapped(net: nn.Module) -> Vmapped:
     return Vmapped(net)
 
 
+def _dropping(net: nn.Module) -> bool:
+    """Whether `net` drops anything (each replica's masks would come from one stream under `vmap`)."""
+    return any(isinstance(m, DROPOUT) and m.p > 0 for m in net.modules())
+
+
 @batched_path.register(Transformer)
 @batched_path.register(TransformerSequence)
 def _vmapped_without_dropout(net: nn.Module) -> Vmapped | None:
-    dropping = any(isinstance(m, DROPOUT) and m.p > 0 for m in net.modules())
-    return None if dropping else Vmapped(net)
+    return None if _dropping(net) else Vmapped(net)
+
+
+class TensorVmapped(Vmapped):
+    """Replicas of a net that maps one batch key's tensor to a tensor (the `recall` family's `net(batch["inputs"])
+    -> logits`): `base` runs on that key, its tensor an `Output`'s pred (no attention maps), which `served` gives
+    back to the family module."""
+
+    key: ClassVar[str] = "inputs"
+
+    def call(self, base: nn.Module, tensors: tuple[dict[str, Tensor], ...], batch: dict[str, Tensor]) -> Output:
+        """One replica's `Output`: `base`'s tensor on the batch's `key` as its pred."""
+        return Output(pred=functional_call(base, tensors, (batch[self.key],)), attention=[])
+
+    def served(self, out: Output) -> Tensor:
+        """The pred: what the net itself returns."""
+        return out.pred
+
+
+# the mixers whose forwards take `vmap` (each checked in tests/replicas/test_models.py); `nn.LSTM` has no
+# batching rule (the LSTM mixer loops)
+VMAPPED_MIXERS = (CausalAttention, SlidingWindow, LinearAttention, DeltaRule, SelectiveSSM, BaseConv, HopfieldMixer,
+                  NTMMixer, DNCMixer)
+
+
+@batched_path.register
+def _mixer_lm(net: MixerLM) -> Vmapped | None:
+    batches = not _dropping(net) and all(isinstance(m, VMAPPED_MIXERS) for m in net.mixers)
+    return TensorVmapped(net) if batches else None
 
 
 class _Drawn(nn.Module):

@@ -91,7 +91,8 @@ class Replicas(L.LightningModule):
             outs = self._batched_outputs(running, batches)
         total, self.step_losses = None, {}
         for r in running:
-            with self.streams.use(r), serving(self.replica_modules[r], outs[r]) if outs else nullcontext():
+            served = serving(self.replica_modules[r], self.batched_forward[0].path.served(outs[r])) if outs else None
+            with self.streams.use(r), served or nullcontext():
                 loss = self.replica_modules[r].shared_step(batches[r], "train")
             if loss is None:  # nothing to optimise in this batch
                 continue
