@@ -22,6 +22,8 @@ __all__ = [
     "MemoryState",
     "allocation",
     "directional_weights",
+    "link_backward",
+    "link_forward",
     "link_step",
     "link_update",
     "oneplus",
@@ -97,6 +99,31 @@ def directional_weights(link: Tensor, read_weights: Tensor) -> tuple[Tensor, Ten
     return read_weights @ link.transpose(1, 2), read_weights @ link
 
 
+def link_forward(link: Tensor, write_weights: Tensor, precedence: Tensor,
+                 read_weights: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """L_t, f_t and b_t (`link_update`, `directional_weights`) without autograd's temporaries (no gradient)."""
+    w_i, w_j = write_weights.unsqueeze(-1), write_weights.unsqueeze(-2)  # (B, N, 1), (B, 1, N)
+    new = (1 - w_i - w_j).mul_(link).addcmul_(w_i, precedence.unsqueeze(-2))  # as `link_update`
+    new.diagonal(dim1=-2, dim2=-1).zero_()
+    return new, *directional_weights(new, read_weights)
+
+
+def link_backward(grad_link: Tensor, grad_forward: Tensor, grad_backward: Tensor, link: Tensor, w: Tensor, p: Tensor,
+                  rw: Tensor, new: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Gradients of L_{t-1}, w^w_t, p_{t-1}, w^r_{t-1} from those of `link_forward`'s L_t, f_t, b_t."""
+    # f = rw L_t^T, b = rw L_t: d rw = g_f L_t + g_b L_t^T, dL_t = G + g_f^T rw + rw^T g_b (one product, width 2R)
+    grad_rw = grad_forward @ new + grad_backward @ new.transpose(1, 2)
+    left, right = torch.cat([grad_forward, rw], 1).transpose(1, 2), torch.cat([rw, grad_backward], 1)  # (B, N, 2R)
+    d = torch.baddbmm(grad_link, left, right)
+    d.diagonal(dim1=-2, dim2=-1).zero_()  # L_t[i, i] = 0 whatever the inputs
+    # L_t = (1 - w_i - w_j) L_{t-1} + w_i p_j off the diagonal; a row vector times d^T, not d times a column
+    s = d * link  # (B, N, N)
+    grad_w = (p.unsqueeze(1) @ d.transpose(1, 2)).squeeze(1) - s.sum(-1) - s.sum(-2)
+    grad_p = (w.unsqueeze(1) @ d).squeeze(1)
+    grad_prev = (1 - w.unsqueeze(-1) - w.unsqueeze(-2)).mul_(d)
+    return grad_prev, grad_w, grad_p, grad_rw
+
+
 class _LinkStep(Function):
     """`link_update` then `directional_weights` as one step with a hand-written backward.
 
@@ -109,10 +136,7 @@ class _LinkStep(Function):
     @staticmethod
     def forward(link: Tensor, write_weights: Tensor, precedence: Tensor,
                 read_weights: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        w_i, w_j = write_weights.unsqueeze(-1), write_weights.unsqueeze(-2)  # (B, N, 1), (B, 1, N)
-        new = (1 - w_i - w_j).mul_(link).addcmul_(w_i, precedence.unsqueeze(-2))  # as `link_update`
-        new.diagonal(dim1=-2, dim2=-1).zero_()
-        return new, *directional_weights(new, read_weights)
+        return link_forward(link, write_weights, precedence, read_weights)
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Tensor, ...], output: tuple[Tensor, ...]) -> None:
@@ -121,18 +145,7 @@ class _LinkStep(Function):
     @staticmethod
     def backward(ctx: Any, grad_link: Tensor, grad_forward: Tensor,
                  grad_backward: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        link, w, p, rw, new = ctx.saved_tensors
-        # f = rw L_t^T, b = rw L_t: d rw = g_f L_t + g_b L_t^T, dL_t = G + g_f^T rw + rw^T g_b (one product, width 2R)
-        grad_rw = grad_forward @ new + grad_backward @ new.transpose(1, 2)
-        left, right = torch.cat([grad_forward, rw], 1).transpose(1, 2), torch.cat([rw, grad_backward], 1)  # (B, N, 2R)
-        d = torch.baddbmm(grad_link, left, right)
-        d.diagonal(dim1=-2, dim2=-1).zero_()  # L_t[i, i] = 0 whatever the inputs
-        # L_t = (1 - w_i - w_j) L_{t-1} + w_i p_j off the diagonal; a row vector times d^T, not d times a column
-        s = d * link  # (B, N, N)
-        grad_w = (p.unsqueeze(1) @ d.transpose(1, 2)).squeeze(1) - s.sum(-1) - s.sum(-2)
-        grad_p = (w.unsqueeze(1) @ d).squeeze(1)
-        grad_prev = (1 - w.unsqueeze(-1) - w.unsqueeze(-2)).mul_(d)
-        return grad_prev, grad_w, grad_p, grad_rw
+        return link_backward(grad_link, grad_forward, grad_backward, *ctx.saved_tensors)
 
 
 def link_step(link: Tensor, write_weights: Tensor, precedence: Tensor,

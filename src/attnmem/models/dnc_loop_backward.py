@@ -1,0 +1,139 @@
+"""The backward of one step of the DNC's fused loop (`models.dnc_loop.memory_step`), derived by hand: from the
+gradients of the new memory state and reads, those of the interface vector and of the previous state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from attnmem.blocks.dnc_memory import EPS, link_backward
+
+__all__ = ["allocation_backward", "content_backward", "memory_backward", "softmax_backward"]
+
+aten = torch.ops.aten
+
+
+def softmax_backward(grad: Tensor, output: Tensor) -> Tensor:
+    """The gradient of softmax's input from that of its `output`: y ∘ (g - Σ g ∘ y)."""
+    return output * (grad - (grad * output).sum(-1, keepdim=True))
+
+
+def _oneplus_backward(grad: Tensor, raw: Tensor) -> Tensor:
+    return aten.softplus_backward(grad, raw, 1, 20)
+
+
+def content_backward(d_weights: Tensor, stash: tuple, memory: Tensor, key: Tensor, mask: Tensor | None,
+                     eps: float) -> tuple[Tensor, Tensor, Tensor | None, Tensor]:
+    """Gradients of the keys (B, H, W), strengths (B, H), mask (B, H, W) or None and memory (B, N, W) of
+    `dnc_loop.content` from that of its weightings `d_weights (B, H, N)`."""
+    keys, mem, qn, kn, denom, similarity, weights, strengths = stash
+    b, h, n = weights.shape
+    dz = softmax_backward(d_weights, weights)
+    d_strengths = (dz * similarity).sum(-1)
+    d_sim = (dz * strengths.unsqueeze(-1)).view(-1, keys.shape[1], n)  # (B, H, N) or (B·H, 1, N) with the mask
+    d_dots, t = d_sim / denom, d_sim * similarity.view_as(d_sim)
+    by_qn = torch.where(qn >= eps, t.sum(-1, keepdim=True) / (qn * qn), 0.0)  # minus d|k| / |k|
+    by_kn = torch.where(kn >= eps, t.sum(1, keepdim=True) / (kn * kn), 0.0)
+    d_keys = torch.baddbmm(keys * by_qn, d_dots, mem, beta=-1)
+    d_mem = torch.baddbmm(mem * by_kn.mT, d_dots.mT, keys, beta=-1)
+    if mask is None:
+        return d_keys, d_strengths, None, d_mem
+    d_keys, d_mem = d_keys.view(b, h, -1), d_mem.view(b, h, n, -1)
+    d_mask = d_keys * key + (d_mem * memory.unsqueeze(1)).sum(2)
+    return d_keys * mask, d_strengths, d_mask, (d_mem * mask.unsqueeze(2)).sum(1)
+
+
+def allocation_backward(d_alloc: Tensor, stash: tuple[Tensor, ...]) -> Tensor:
+    """The usage's gradient from the allocation weighting's: a[φ_j] = (1 - u[φ_j]) Π_{i<j} u[φ_i]."""
+    phi, sorted_usage, shifted, before = stash
+    g = d_alloc.gather(-1, phi)
+    d_sorted = -g * before
+    d_shifted = aten.cumprod_backward(g * (1 - sorted_usage), shifted, -1, before)  # exact with zero usages
+    d_sorted[:, :-1] += d_shifted[:, 1:]
+    return torch.zeros_like(d_alloc).scatter_(-1, phi, d_sorted)
+
+
+def _read_backward(s: dict[str, Any], d_read: Tensor, d_reads: Tensor, lay: Any) -> tuple:
+    """Through r = w^r M_t, the read modes, the read content lookup and the link sharpening."""
+    new_memory, x = s["new_memory"], s["x"]
+    d_read = torch.baddbmm(d_read, d_reads, new_memory.mT)  # (B, R, N)
+    d_memory = torch.bmm(s["new_read"].mT, d_reads)  # (B, N, W)
+    d_modes = softmax_backward((s["choices"] @ d_read.unsqueeze(-1)).squeeze(-1), s["modes"])  # (B, R, 3)
+    d_backward, d_content, d_forward = (s["modes"].unsqueeze(-1) * d_read.unsqueeze(-2)).unbind(2)
+    b, r = d_read.shape[:2]
+    d_key, d_beta, d_mask, d_mem = content_backward(d_content, s["read"], new_memory, x["read_keys"].view(b, r, -1),
+                                                    s["masks"][1], lay.eps)
+    parts = {"read_keys": d_key.flatten(1), "read_beta": _oneplus_backward(d_beta, x["read_beta"]),
+             "modes": d_modes.flatten(1)}
+    if d_mask is not None:
+        parts["read_mask"] = aten.sigmoid_backward(d_mask, s["masks"][1]).flatten(1)
+    d_directions = torch.cat([d_forward, d_backward], 1)  # (B, 2R, N)
+    if lay.link_sharpness:
+        dz = softmax_backward(d_directions, torch.cat(s["directions"], 1))
+        parts["link_strengths"] = _oneplus_backward((dz * s["logs"]).sum(-1), x["link_strengths"])
+        d_directions = dz.mul_(s["strengths"]).div_(torch.cat(s["raw"], 1) + EPS)
+    return d_memory.add_(d_mem), *d_directions.chunk(2, 1), parts
+
+
+def _write_backward(s: dict[str, Any], d_memory: Tensor, d_write: Tensor, lay: Any) -> tuple:
+    """Through M_t = M' ∘ (E - w^w e^T) + w^w v^T, w^w = g^w (g^a a + (1 - g^a) c^w) and the write content lookup."""
+    w, erase, x, gates = s["new_write"], s["erase"], s["x"], s["gates"]
+    d_keep = d_memory * s["erased"]  # (B, N, W)
+    d_write = d_write + (d_memory @ x["vector"].unsqueeze(-1) - d_keep @ erase.unsqueeze(-1)).squeeze(-1)
+    row = w.unsqueeze(1)  # (B, 1, N)
+    d_erase, d_vector = -(row @ d_keep).squeeze(1), (row @ d_memory).squeeze(1)
+    d_mix = d_write * gates[:, 1:]
+    d_alloc = d_mix * gates[:, :1]
+    d_gates = torch.cat([(d_mix * (s["allocation"] - s["write_content"].squeeze(1))).sum(-1, keepdim=True),
+                         (d_write * s["mix"]).sum(-1, keepdim=True)], -1)
+    memory = s["state"][0]
+    d_key, d_beta, d_mask, d_prev = content_backward((d_mix - d_alloc).unsqueeze(1), s["write"], memory,
+                                                     x["write_key"].unsqueeze(1), s["masks"][0], lay.eps)
+    d_erased = d_memory * s["keep"]
+    d_psi = (d_erased * memory).sum(-1) if lay.deallocation else None
+    d_prev = d_prev.addcmul_(d_erased, s["psi"].unsqueeze(-1)) if lay.deallocation else d_prev.add_(d_erased)
+    parts = {"write_key": d_key.flatten(1), "write_beta": _oneplus_backward(d_beta, x["write_beta"]),
+             "erase": aten.sigmoid_backward(d_erase, erase), "vector": d_vector,
+             "alloc_gate": aten.sigmoid_backward(d_gates[:, :1], gates[:, :1]),
+             "write_gate": aten.sigmoid_backward(d_gates[:, 1:], gates[:, 1:])}
+    if d_mask is not None:
+        parts["write_mask"] = aten.sigmoid_backward(d_mask, s["masks"][0]).flatten(1)
+    return d_prev, d_psi, allocation_backward(d_alloc, s["alloc"]), parts
+
+
+def _usage_backward(s: dict[str, Any], d_usage: Tensor, d_psi: Tensor | None, d_read: Tensor) -> tuple:
+    """Through u_t = (u + w^w - u ∘ w^w) ∘ ψ, ψ = Π_i (1 - f^i w^{r,i}): the previous usage and write weightings,
+    the free gates; adds to the previous read weightings' gradient `d_read`."""
+    _, usage, _, _, read_w, write_w = s["state"]
+    psi, factors, free = s["psi"], s["factors"], s["free"]
+    d_psi = d_usage * s["kept"] if d_psi is None else d_psi.addcmul_(d_usage, s["kept"])
+    d_kept = d_usage * psi
+    if factors.shape[1] == 1:
+        d_factors = d_psi.unsqueeze(1)
+    else:  # each factor's gradient: d_psi times the others
+        d_factors = torch.stack([torch.cat([factors[:, :i], factors[:, i + 1 :]], 1).prod(1)
+                                 for i in range(factors.shape[1])], 1) * d_psi.unsqueeze(1)
+    d_free = aten.sigmoid_backward(-(d_factors * read_w).sum(-1), free)
+    d_read = d_read.addcmul_(d_factors, free.unsqueeze(-1), value=-1)
+    return d_kept * (1 - write_w), d_kept * (1 - usage), d_read, d_free
+
+
+def memory_backward(s: dict[str, Any], grads: tuple[Tensor, ...], d_reads: Tensor, lay: Any) -> tuple:
+    """The interface vector's gradient and the previous state's (M, u, L, p, w^r, w^w) from the new state's
+    gradients `grads` and the reads' `d_reads (B, R, W)`."""
+    d_memory, d_usage, d_link, d_prec, d_read, d_write = grads
+    memory, _, link, precedence, read_w, _ = s["state"]
+    new_write = s["new_write"]
+    d_memory, d_forward, d_backward, parts = _read_backward(s, d_read, d_reads, lay)
+    d_memory = d_memory.add_(grads[0])
+    d_prec_prev = (1 - new_write.sum(-1, keepdim=True)) * d_prec  # p_t = (1 - Σ w^w) p_{t-1} + w^w
+    d_write = d_write + d_prec - (d_prec * precedence).sum(-1, keepdim=True)
+    d_link, d_w, d_p, d_read_prev = link_backward(d_link, d_forward, d_backward, link, new_write, precedence, read_w,
+                                                  s["new_link"])
+    d_memory, d_psi, d_alloc_usage, write_parts = _write_backward(s, d_memory, d_write.add_(d_w), lay)
+    d_usage_prev, d_write_prev, d_read_prev, d_free = _usage_backward(s, d_usage + d_alloc_usage, d_psi, d_read_prev)
+    parts |= write_parts | {"free": d_free}
+    d_xi = torch.cat([parts[name] for name in s["x"]], -1)
+    return d_xi, (d_memory, d_usage_prev, d_link, d_prec_prev.add_(d_p), d_read_prev, d_write_prev)
