@@ -102,25 +102,29 @@ def directional_weights(link: Tensor, read_weights: Tensor) -> tuple[Tensor, Ten
 def link_forward(link: Tensor, write_weights: Tensor, precedence: Tensor,
                  read_weights: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """L_t, f_t and b_t (`link_update`, `directional_weights`) without autograd's temporaries (no gradient)."""
-    w_i, w_j = write_weights.unsqueeze(-1), write_weights.unsqueeze(-2)  # (B, N, 1), (B, 1, N)
-    new = (1 - w_i - w_j).mul_(link).addcmul_(w_i, precedence.unsqueeze(-2))  # as `link_update`
+    w_i, w_j = (1 - write_weights).unsqueeze(-1), write_weights.unsqueeze(-2)  # (B, N, 1), (B, 1, N)
+    new = torch.sub(w_i, w_j).mul_(link).addcmul_(write_weights.unsqueeze(-1), precedence.unsqueeze(-2))
     new.diagonal(dim1=-2, dim2=-1).zero_()
-    return new, *directional_weights(new, read_weights)
+    # on CPU a matrix times columns is faster than rows times its transpose: f = (L_t w^r^T)^T
+    return new, torch.bmm(new, read_weights.mT).mT, torch.bmm(read_weights, new)
 
 
-def link_backward(grad_link: Tensor, grad_forward: Tensor, grad_backward: Tensor, link: Tensor, w: Tensor, p: Tensor,
-                  rw: Tensor, new: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Gradients of L_{t-1}, w^w_t, p_{t-1}, w^r_{t-1} from those of `link_forward`'s L_t, f_t, b_t."""
-    # f = rw L_t^T, b = rw L_t: d rw = g_f L_t + g_b L_t^T, dL_t = G + g_f^T rw + rw^T g_b (one product, width 2R)
-    grad_rw = grad_forward @ new + grad_backward @ new.transpose(1, 2)
-    left, right = torch.cat([grad_forward, rw], 1).transpose(1, 2), torch.cat([rw, grad_backward], 1)  # (B, N, 2R)
-    d = torch.baddbmm(grad_link, left, right)
+def link_backward(grad_link: Tensor | None, grad_forward: Tensor, grad_backward: Tensor, link: Tensor, w: Tensor,
+                  p: Tensor, rw: Tensor, new: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Gradients of L_{t-1}, w^w_t, p_{t-1}, w^r_{t-1} from those of `link_forward`'s L_t (None: zero), f_t, b_t."""
+    # f = rw L_t^T, b = rw L_t: d rw = g_f L_t + g_b L_t^T, dL_t = G + g_f^T rw + rw^T g_b, head by head (an outer
+    # product each: a batched product of width 2R is slower on CPU)
+    grad_rw = torch.bmm(grad_forward, new).add_(torch.bmm(new, grad_backward.mT).mT)
+    d = grad_link
+    for g_f, g_b, r in zip(grad_forward.unbind(1), grad_backward.unbind(1), rw.unbind(1), strict=True):
+        d = g_f.unsqueeze(-1) * r.unsqueeze(-2) if d is None else d.addcmul(g_f.unsqueeze(-1), r.unsqueeze(-2))
+        d.addcmul_(r.unsqueeze(-1), g_b.unsqueeze(-2))
     d.diagonal(dim1=-2, dim2=-1).zero_()  # L_t[i, i] = 0 whatever the inputs
-    # L_t = (1 - w_i - w_j) L_{t-1} + w_i p_j off the diagonal; a row vector times d^T, not d times a column
+    # L_t = (1 - w_i - w_j) L_{t-1} + w_i p_j off the diagonal
     s = d * link  # (B, N, N)
-    grad_w = (p.unsqueeze(1) @ d.transpose(1, 2)).squeeze(1) - s.sum(-1) - s.sum(-2)
-    grad_p = (w.unsqueeze(1) @ d).squeeze(1)
-    grad_prev = (1 - w.unsqueeze(-1) - w.unsqueeze(-2)).mul_(d)
+    grad_w = torch.bmm(d, p.unsqueeze(-1)).squeeze(-1).sub_(s.sum(-1)).sub_(s.sum(-2))
+    grad_p = torch.bmm(w.unsqueeze(1), d).squeeze(1)
+    grad_prev = torch.sub((1 - w).unsqueeze(-1), w.unsqueeze(-2)).mul_(d)
     return grad_prev, grad_w, grad_p, grad_rw
 
 

@@ -210,7 +210,8 @@ class DNCLoop(Function):
         w_rec, w_if, hs = ctx.saved_tensors
         lay, stash, groups = ctx.lay, ctx.stash, ctx.lay.groups
         r, rw = lay.read_heads, lay.read_heads * lay.memory_width
-        grads = tuple(torch.zeros_like(t) for t in stash[-1]["state"])  # the last state's: M, u, L, p, w^r, w^w
+        # the last state's gradients: M, u, L (None: zero, its N × N sum skipped), p, w^r, w^w
+        grads = tuple(None if i == 2 else torch.zeros_like(t) for i, t in enumerate(stash[-1]["state"]))
         d_h, d_c = torch.zeros_like(hs[:, 0]), torch.zeros_like(hs[:, 0])
         d_r = hs.new_zeros(hs.shape[0], r, lay.memory_width)
         d_pres, d_zs = [], []
