@@ -110,21 +110,30 @@ def link_forward(link: Tensor, write_weights: Tensor, precedence: Tensor,
 
 
 def link_backward(grad_link: Tensor | None, grad_forward: Tensor, grad_backward: Tensor, link: Tensor, w: Tensor,
-                  p: Tensor, rw: Tensor, new: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Gradients of L_{t-1}, w^w_t, p_{t-1}, w^r_{t-1} from those of `link_forward`'s L_t (None: zero), f_t, b_t."""
+                  p: Tensor, rw: Tensor, new: Tensor, work: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Gradients of L_{t-1}, w^w_t, p_{t-1}, w^r_{t-1} from those of `link_forward`'s L_t (None: zero), f_t, b_t.
+
+    With `work`, a spare (B, N, N) tensor, `grad_link` is overwritten and L_{t-1}'s gradient written into `work`:
+    no fresh N × N tensor (a time loop's ping-pong of two buffers; fresh ones cost page faults on CPU)."""
     # f = rw L_t^T, b = rw L_t: d rw = g_f L_t + g_b L_t^T, dL_t = G + g_f^T rw + rw^T g_b, head by head (an outer
     # product each: a batched product of width 2R is slower on CPU)
     grad_rw = torch.bmm(grad_forward, new).add_(torch.bmm(new, grad_backward.mT).mT)
     d = grad_link
     for g_f, g_b, r in zip(grad_forward.unbind(1), grad_backward.unbind(1), rw.unbind(1), strict=True):
-        d = g_f.unsqueeze(-1) * r.unsqueeze(-2) if d is None else d.addcmul(g_f.unsqueeze(-1), r.unsqueeze(-2))
+        if d is None:
+            d = g_f.unsqueeze(-1) * r.unsqueeze(-2)
+        else:
+            d = d.addcmul_(g_f.unsqueeze(-1), r.unsqueeze(-2)) if work is not None and d is grad_link \
+                else d.addcmul(g_f.unsqueeze(-1), r.unsqueeze(-2))
         d.addcmul_(r.unsqueeze(-1), g_b.unsqueeze(-2))
+    assert d is not None  # (at least one head)
     d.diagonal(dim1=-2, dim2=-1).zero_()  # L_t[i, i] = 0 whatever the inputs
     # L_t = (1 - w_i - w_j) L_{t-1} + w_i p_j off the diagonal
-    s = d * link  # (B, N, N)
+    s = torch.mul(d, link) if work is None else torch.mul(d, link, out=work)  # (B, N, N)
     grad_w = torch.bmm(d, p.unsqueeze(-1)).squeeze(-1).sub_(s.sum(-1)).sub_(s.sum(-2))
     grad_p = torch.bmm(w.unsqueeze(1), d).squeeze(1)
-    grad_prev = torch.sub((1 - w).unsqueeze(-1), w.unsqueeze(-2)).mul_(d)
+    i, j = (1 - w).unsqueeze(-1), w.unsqueeze(-2)
+    grad_prev = (torch.sub(i, j) if work is None else torch.sub(i, j, out=work)).mul_(d)
     return grad_prev, grad_w, grad_p, grad_rw
 
 

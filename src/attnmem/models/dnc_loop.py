@@ -210,8 +210,8 @@ class DNCLoop(Function):
         w_rec, w_if, hs = ctx.saved_tensors
         lay, stash, groups = ctx.lay, ctx.stash, ctx.lay.groups
         r, rw = lay.read_heads, lay.read_heads * lay.memory_width
-        # the last state's gradients: M, u, L (None: zero, its N × N sum skipped), p, w^r, w^w
-        grads = tuple(None if i == 2 else torch.zeros_like(t) for i, t in enumerate(stash[-1]["state"]))
+        grads = tuple(torch.zeros_like(t) for t in stash[-1]["state"])  # the last state's: M, u, L, p, w^r, w^w
+        work = torch.empty_like(grads[2])  # L's gradients ping-pong between two (B, N, N) buffers
         d_h, d_c = torch.zeros_like(hs[:, 0]), torch.zeros_like(hs[:, 0])
         d_r = hs.new_zeros(hs.shape[0], r, lay.memory_width)
         d_pres, d_zs = [], []
@@ -221,7 +221,9 @@ class DNCLoop(Function):
             d_h = d_h if d_hs is None else d_h + d_hs[:, t]
             if d_weights is not None:
                 grads = (*grads[:4], grads[4] + d_weights[:, t, :r], grads[5] + d_weights[:, t, r])
-            d_xi, grads = memory_backward(s, grads, d_r, lay)
+            spare = grads[2]
+            d_xi, grads = memory_backward(s, grads, d_r, lay, work)
+            work = spare
             pre = s["pre"]
             d_pre = d_xi.masked_fill_((pre < -lay.clip) | (pre > lay.clip), 0)
             d_z, d_c = _controller_backward(affine(d_h, d_pre, w_if, groups), d_c, s)

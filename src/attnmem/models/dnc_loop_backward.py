@@ -120,9 +120,10 @@ def _usage_backward(s: dict[str, Any], d_usage: Tensor, d_psi: Tensor | None, d_
     return d_kept * (1 - write_w), d_kept * (1 - usage), d_read, d_free
 
 
-def memory_backward(s: dict[str, Any], grads: tuple[Tensor, ...], d_reads: Tensor, lay: Any) -> tuple:
+def memory_backward(s: dict[str, Any], grads: tuple[Tensor, ...], d_reads: Tensor, lay: Any, work: Tensor) -> tuple:
     """The interface vector's gradient and the previous state's (M, u, L, p, w^r, w^w) from the new state's
-    gradients `grads` and the reads' `d_reads (B, R, W)`."""
+    gradients `grads` and the reads' `d_reads (B, R, W)`; L's gradient is written into `work`, and that of L_t in
+    `grads` overwritten (the spare for the step before)."""
     d_memory, d_usage, d_link, d_prec, d_read, d_write = grads
     memory, _, link, precedence, read_w, _ = s["state"]
     new_write = s["new_write"]
@@ -131,7 +132,7 @@ def memory_backward(s: dict[str, Any], grads: tuple[Tensor, ...], d_reads: Tenso
     d_prec_prev = (1 - new_write.sum(-1, keepdim=True)) * d_prec  # p_t = (1 - Σ w^w) p_{t-1} + w^w
     d_write = d_write + d_prec - (d_prec * precedence).sum(-1, keepdim=True)
     d_link, d_w, d_p, d_read_prev = link_backward(d_link, d_forward, d_backward, link, new_write, precedence, read_w,
-                                                  s["new_link"])
+                                                  s["new_link"], work)
     d_memory, d_psi, d_alloc_usage, write_parts = _write_backward(s, d_memory, d_write.add_(d_w), lay)
     d_usage_prev, d_write_prev, d_read_prev, d_free = _usage_backward(s, d_usage + d_alloc_usage, d_psi, d_read_prev)
     parts |= write_parts | {"free": d_free}
