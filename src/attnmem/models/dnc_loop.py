@@ -46,11 +46,6 @@ def affine(add: Tensor | None, x: Tensor, weight: Tensor, groups: int) -> Tensor
     return out.flatten(0, 1)
 
 
-def oneplus(x: Tensor) -> Tensor:
-    """1 + softplus(x), a strength's range [1, ∞)."""
-    return F.softplus(x).add_(1)
-
-
 def content(memory: Tensor, keys: Tensor, strengths: Tensor, mask: Tensor | None, eps: float) -> tuple:
     """softmax(β cos(k ∘ s, M ∘ s)) per head (`keys (B, H, W)`, `strengths (B, H)`) and the stash of its backward."""
     b, h, w = keys.shape
@@ -67,47 +62,64 @@ def content(memory: Tensor, keys: Tensor, strengths: Tensor, mask: Tensor | None
 def allocation(usage: Tensor) -> tuple[Tensor, tuple[Tensor, ...]]:
     """`blocks.dnc_memory.allocation` and what its backward needs: the order φ, the sorted usage, the products."""
     sorted_usage, phi = torch.sort(usage, dim=-1, stable=True)
-    shifted = torch.cat([torch.ones_like(sorted_usage[:, :1]), sorted_usage[:, :-1]], -1)
+    shifted = F.pad(sorted_usage[:, :-1], (1, 0), value=1.0)
     before = torch.cumprod(shifted, -1)
-    return torch.zeros_like(usage).scatter_(-1, phi, (1 - sorted_usage) * before), (phi, sorted_usage, shifted, before)
+    # φ is a permutation: the scatter writes every entry
+    return torch.empty_like(usage).scatter_(-1, phi, (1 - sorted_usage) * before), (phi, sorted_usage, shifted, before)
+
+
+# the interface vector's parts (`DNCMemory.sizes`' order) and their activations: 0 none, 1 σ, 2 oneplus = 1 + softplus
+PARTS = {"read_keys": 0, "read_beta": 2, "write_key": 0, "write_beta": 2, "erase": 1, "vector": 0, "free": 1,
+         "alloc_gate": 1, "write_gate": 1, "modes": 0, "write_mask": 1, "read_mask": 1, "link_strengths": 2}
+
+
+def _names(lay: Layout) -> list[str]:
+    return [*list(PARTS)[:10], *["write_mask", "read_mask"] * lay.masking, *["link_strengths"] * lay.link_sharpness]
 
 
 def _parts(xi: Tensor, lay: Layout) -> dict[str, Tensor]:
-    """The interface vector's parts by name (`DNCMemory.sizes`' order)."""
-    names = ["read_keys", "read_beta", "write_key", "write_beta", "erase", "vector", "free", "alloc_gate",
-             "write_gate", "modes"] + ["write_mask", "read_mask"] * lay.masking + ["link_strengths"] * lay.link_sharpness
-    return dict(zip(names, xi.split(lay.sizes, -1), strict=True))
+    """The interface vector's parts by name."""
+    return dict(zip(_names(lay), xi.split(lay.sizes, -1), strict=True))
+
+
+def activation_grads(pre: Tensor, lay: Layout) -> Tensor:
+    """dξ'/dξ of each entry of the interface vectors `pre (..., I)` before the clip, ξ' = activation(clip(ξ)):
+    σ' for σ, σ for oneplus, 1 for none, 0 where clipped. (The backward's one product for all activations.)"""
+    kinds = torch.tensor([PARTS[name] for name, size in zip(_names(lay), lay.sizes, strict=True)
+                          for _ in range(size)], device=pre.device)
+    sig = torch.sigmoid(pre.clamp(-lay.clip, lay.clip))
+    grads = torch.where(kinds == 1, sig * (1 - sig), torch.where(kinds == 2, sig, 1.0))
+    return grads.masked_fill_((pre < -lay.clip) | (pre > lay.clip), 0)
 
 
 def memory_step(xi: Tensor, state: tuple[Tensor, ...], lay: Layout) -> tuple[tuple[Tensor, ...], dict[str, Any]]:
     """One step of `DNCMemory` from the interface vector: the new (M, u, L, p, w^r, w^w, r) and the step's stash."""
     memory, usage, link, precedence, read_w, write_w = state
     b, r, w = xi.shape[0], lay.read_heads, lay.memory_width
-    x = _parts(xi, lay)
-    masks = (torch.sigmoid(x["write_mask"]).view(b, 1, w), torch.sigmoid(x["read_mask"]).view(b, r, w)) \
-        if lay.masking else (None, None)
-    free = torch.sigmoid(x["free"])  # (B, R)
+    x, sig, plus = _parts(xi, lay), _parts(torch.sigmoid(xi), lay), _parts(F.softplus(xi).add_(1), lay)
+    masks = (sig["write_mask"].view(b, 1, w), sig["read_mask"].view(b, r, w)) if lay.masking else (None, None)
+    free = sig["free"]  # (B, R)
     factors = 1 - free.unsqueeze(-1) * read_w  # (B, R, N)
     psi = factors.prod(1)
     kept = usage + write_w - usage * write_w
     new_usage = kept * psi
-    write_content, write_stash = content(memory, x["write_key"].view(b, 1, w), oneplus(x["write_beta"]), masks[0],
+    write_content, write_stash = content(memory, x["write_key"].view(b, 1, w), plus["write_beta"], masks[0],
                                          lay.eps)
     alloc, alloc_stash = allocation(new_usage)
-    gates = torch.sigmoid(torch.cat([x["alloc_gate"], x["write_gate"]], -1))  # (B, 2)
-    mix = torch.lerp(write_content.squeeze(1), alloc, gates[:, :1])
-    new_write = gates[:, 1:] * mix
+    gates = (sig["alloc_gate"], sig["write_gate"])  # (B, 1) each
+    mix = torch.lerp(write_content.squeeze(1), alloc, gates[0])
+    new_write = gates[1] * mix
     erased = memory * psi.unsqueeze(-1) if lay.deallocation else memory
-    erase = torch.sigmoid(x["erase"])
+    erase = sig["erase"]
     keep = 1 - torch.bmm(new_write.unsqueeze(-1), erase.unsqueeze(1))  # (B, N, W)
     new_memory = (erased * keep).baddbmm_(new_write.unsqueeze(-1), x["vector"].unsqueeze(1))
     new_link, forward, backward = link_forward(link, new_write, precedence, read_w)
     directions = (forward, backward)
     if lay.link_sharpness:
-        strengths = oneplus(x["link_strengths"]).view(b, 2 * r, 1)
+        strengths = plus["link_strengths"].view(b, 2 * r, 1)
         logs = torch.log(torch.cat(directions, 1) + EPS)  # (B, 2R, N)
         directions = torch.softmax(strengths * logs, -1).chunk(2, 1)
-    read_content, read_stash = content(new_memory, x["read_keys"].view(b, r, w), oneplus(x["read_beta"]), masks[1],
+    read_content, read_stash = content(new_memory, x["read_keys"].view(b, r, w), plus["read_beta"], masks[1],
                                        lay.eps)
     modes = torch.softmax(x["modes"].view(b, r, 3), -1)
     choices = torch.stack([directions[1], read_content, directions[0]], 2)  # (B, R, 3, N): backward, content, forward
@@ -215,6 +227,7 @@ class DNCLoop(Function):
         d_h, d_c = torch.zeros_like(hs[:, 0]), torch.zeros_like(hs[:, 0])
         d_r = hs.new_zeros(hs.shape[0], r, lay.memory_width)
         d_pres, d_zs = [], []
+        grads_xi = activation_grads(torch.stack([s["pre"] for s in stash], 1), lay)  # (B, T, I)
         for t in reversed(range(len(stash))):
             s = stash[t]
             d_r = d_r if d_reads is None else d_r + d_reads[:, t]
@@ -224,8 +237,7 @@ class DNCLoop(Function):
             spare = grads[2]
             d_xi, grads = memory_backward(s, grads, d_r, lay, work)
             work = spare
-            pre = s["pre"]
-            d_pre = d_xi.masked_fill_((pre < -lay.clip) | (pre > lay.clip), 0)
+            d_pre = d_xi.mul_(grads_xi[:, t])
             d_z, d_c = _controller_backward(affine(d_h, d_pre, w_if, groups), d_c, s)
             d_prev_in = affine(None, d_z, w_rec, groups)  # (B, R·W + C)
             d_r, d_h = d_prev_in[:, :rw].view_as(d_r), d_prev_in[:, rw:]

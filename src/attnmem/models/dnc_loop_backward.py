@@ -20,10 +20,6 @@ def softmax_backward(grad: Tensor, output: Tensor) -> Tensor:
     return output * (grad - (grad * output).sum(-1, keepdim=True))
 
 
-def _oneplus_backward(grad: Tensor, raw: Tensor) -> Tensor:
-    return aten.softplus_backward(grad, raw, 1, 20)
-
-
 def content_backward(d_weights: Tensor, stash: tuple, memory: Tensor, key: Tensor, mask: Tensor | None,
                      eps: float) -> tuple[Tensor, Tensor, Tensor | None, Tensor]:
     """Gradients of the keys (B, H, W), strengths (B, H), mask (B, H, W) or None and memory (B, N, W) of
@@ -52,7 +48,7 @@ def allocation_backward(d_alloc: Tensor, stash: tuple[Tensor, ...]) -> Tensor:
     d_sorted = -g * before
     d_shifted = aten.cumprod_backward(g * (1 - sorted_usage), shifted, -1, before)  # exact with zero usages
     d_sorted[:, :-1] += d_shifted[:, 1:]
-    return torch.zeros_like(d_alloc).scatter_(-1, phi, d_sorted)
+    return torch.empty_like(d_alloc).scatter_(-1, phi, d_sorted)  # φ is a permutation: every entry written
 
 
 def _read_backward(s: dict[str, Any], d_read: Tensor, d_reads: Tensor, lay: Any) -> tuple:
@@ -65,14 +61,13 @@ def _read_backward(s: dict[str, Any], d_read: Tensor, d_reads: Tensor, lay: Any)
     b, r = d_read.shape[:2]
     d_key, d_beta, d_mask, d_mem = content_backward(d_content, s["read"], new_memory, x["read_keys"].view(b, r, -1),
                                                     s["masks"][1], lay.eps)
-    parts = {"read_keys": d_key.flatten(1), "read_beta": _oneplus_backward(d_beta, x["read_beta"]),
-             "modes": d_modes.flatten(1)}
+    parts = {"read_keys": d_key.flatten(1), "read_beta": d_beta, "modes": d_modes.flatten(1)}
     if d_mask is not None:
-        parts["read_mask"] = aten.sigmoid_backward(d_mask, s["masks"][1]).flatten(1)
+        parts["read_mask"] = d_mask.flatten(1)
     d_directions = torch.cat([d_forward, d_backward], 1)  # (B, 2R, N)
     if lay.link_sharpness:
         dz = softmax_backward(d_directions, torch.cat(s["directions"], 1))
-        parts["link_strengths"] = _oneplus_backward((dz * s["logs"]).sum(-1), x["link_strengths"])
+        parts["link_strengths"] = (dz * s["logs"]).sum(-1)
         d_directions = dz.mul_(s["strengths"]).div_(torch.cat(s["raw"], 1) + EPS)
     return d_memory.add_(d_mem), *d_directions.chunk(2, 1), parts
 
@@ -84,22 +79,19 @@ def _write_backward(s: dict[str, Any], d_memory: Tensor, d_write: Tensor, lay: A
     d_write = d_write + (d_memory @ x["vector"].unsqueeze(-1) - d_keep @ erase.unsqueeze(-1)).squeeze(-1)
     row = w.unsqueeze(1)  # (B, 1, N)
     d_erase, d_vector = -(row @ d_keep).squeeze(1), (row @ d_memory).squeeze(1)
-    d_mix = d_write * gates[:, 1:]
-    d_alloc = d_mix * gates[:, :1]
-    d_gates = torch.cat([(d_mix * (s["allocation"] - s["write_content"].squeeze(1))).sum(-1, keepdim=True),
-                         (d_write * s["mix"]).sum(-1, keepdim=True)], -1)
+    d_mix = d_write * gates[1]
+    d_alloc = d_mix * gates[0]
     memory = s["state"][0]
     d_key, d_beta, d_mask, d_prev = content_backward((d_mix - d_alloc).unsqueeze(1), s["write"], memory,
                                                      x["write_key"].unsqueeze(1), s["masks"][0], lay.eps)
     d_erased = d_memory * s["keep"]
     d_psi = (d_erased * memory).sum(-1) if lay.deallocation else None
     d_prev = d_prev.addcmul_(d_erased, s["psi"].unsqueeze(-1)) if lay.deallocation else d_prev.add_(d_erased)
-    parts = {"write_key": d_key.flatten(1), "write_beta": _oneplus_backward(d_beta, x["write_beta"]),
-             "erase": aten.sigmoid_backward(d_erase, erase), "vector": d_vector,
-             "alloc_gate": aten.sigmoid_backward(d_gates[:, :1], gates[:, :1]),
-             "write_gate": aten.sigmoid_backward(d_gates[:, 1:], gates[:, 1:])}
+    parts = {"write_key": d_key.flatten(1), "write_beta": d_beta, "erase": d_erase, "vector": d_vector,
+             "alloc_gate": (d_mix * (s["allocation"] - s["write_content"].squeeze(1))).sum(-1, keepdim=True),
+             "write_gate": (d_write * s["mix"]).sum(-1, keepdim=True)}
     if d_mask is not None:
-        parts["write_mask"] = aten.sigmoid_backward(d_mask, s["masks"][0]).flatten(1)
+        parts["write_mask"] = d_mask.flatten(1)
     return d_prev, d_psi, allocation_backward(d_alloc, s["alloc"]), parts
 
 
@@ -115,13 +107,13 @@ def _usage_backward(s: dict[str, Any], d_usage: Tensor, d_psi: Tensor | None, d_
     else:  # each factor's gradient: d_psi times the others
         d_factors = torch.stack([torch.cat([factors[:, :i], factors[:, i + 1 :]], 1).prod(1)
                                  for i in range(factors.shape[1])], 1) * d_psi.unsqueeze(1)
-    d_free = aten.sigmoid_backward(-(d_factors * read_w).sum(-1), free)
+    d_free = -(d_factors * read_w).sum(-1)
     d_read = d_read.addcmul_(d_factors, free.unsqueeze(-1), value=-1)
     return d_kept * (1 - write_w), d_kept * (1 - usage), d_read, d_free
 
 
 def memory_backward(s: dict[str, Any], grads: tuple[Tensor, ...], d_reads: Tensor, lay: Any, work: Tensor) -> tuple:
-    """The interface vector's gradient and the previous state's (M, u, L, p, w^r, w^w) from the new state's
+    """The gradient of the interface vector after its activations and the previous state's (M, u, L, p, w^r, w^w) from the new state's
     gradients `grads` and the reads' `d_reads (B, R, W)`; L's gradient is written into `work`, and that of L_t in
     `grads` overwritten (the spare for the step before)."""
     d_memory, d_usage, d_link, d_prec, d_read, d_write = grads
