@@ -91,3 +91,16 @@ def test_without_gradients_the_loop_gives_the_same_outputs():
     model, x = make_dnc(link_sharpness=True), torch.rand(2, 5, 5, dtype=torch.float64)
     with torch.no_grad():
         torch.testing.assert_close(model(x), model(x.requires_grad_()).detach(), rtol=0, atol=0)
+
+
+def test_a_second_backward_works_unless_another_call_took_the_link_buffer():
+    model, x = make_dnc(), torch.rand(2, 4, 5, dtype=torch.float64)
+    y = model(x).sum()
+    y.backward(retain_graph=True)
+    first = [p.grad.clone() for p in model.parameters()]
+    y.backward(retain_graph=True)  # nothing ran between: the same buffer, the same gradients again
+    for p, grad in zip(model.parameters(), first, strict=True):
+        torch.testing.assert_close(p.grad, 2 * grad)
+    model(x)  # takes the buffer back
+    with pytest.raises(RuntimeError, match="second backward"):
+        y.backward()

@@ -99,11 +99,12 @@ def directional_weights(link: Tensor, read_weights: Tensor) -> tuple[Tensor, Ten
     return read_weights @ link.transpose(1, 2), read_weights @ link
 
 
-def link_forward(link: Tensor, write_weights: Tensor, precedence: Tensor,
-                 read_weights: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """L_t, f_t and b_t (`link_update`, `directional_weights`) without autograd's temporaries (no gradient)."""
+def link_forward(link: Tensor, write_weights: Tensor, precedence: Tensor, read_weights: Tensor,
+                 out: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    """L_t (into `out` if given), f_t and b_t (`link_update`, `directional_weights`) without autograd's
+    temporaries (no gradient)."""
     w_i, w_j = (1 - write_weights).unsqueeze(-1), write_weights.unsqueeze(-2)  # (B, N, 1), (B, 1, N)
-    new = torch.sub(w_i, w_j).mul_(link).addcmul_(write_weights.unsqueeze(-1), precedence.unsqueeze(-2))
+    new = (torch.sub(w_i, w_j) if out is None else torch.sub(w_i, w_j, out=out)).mul_(link).addcmul_(write_weights.unsqueeze(-1), precedence.unsqueeze(-2))
     new.diagonal(dim1=-2, dim2=-1).zero_()
     # on CPU a matrix times columns is faster than rows times its transpose: f = (L_t w^r^T)^T
     return new, torch.bmm(new, read_weights.mT).mT, torch.bmm(read_weights, new)

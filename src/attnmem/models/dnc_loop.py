@@ -6,6 +6,7 @@ weights, as the NTM's fused loop does. `tests/models/test_dnc_loop.py` checks it
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, NamedTuple
 
 import torch
@@ -92,8 +93,10 @@ def activation_grads(pre: Tensor, lay: Layout) -> Tensor:
     return grads.masked_fill_((pre < -lay.clip) | (pre > lay.clip), 0)
 
 
-def memory_step(xi: Tensor, state: tuple[Tensor, ...], lay: Layout) -> tuple[tuple[Tensor, ...], dict[str, Any]]:
-    """One step of `DNCMemory` from the interface vector: the new (M, u, L, p, w^r, w^w, r) and the step's stash."""
+def memory_step(xi: Tensor, state: tuple[Tensor, ...], lay: Layout,
+                link_out: Tensor | None) -> tuple[tuple[Tensor, ...], dict[str, Any]]:
+    """One step of `DNCMemory` from the interface vector: the new (M, u, L, p, w^r, w^w) and the step's stash;
+    L_t is written into `link_out` if given."""
     memory, usage, link, precedence, read_w, write_w = state
     b, r, w = xi.shape[0], lay.read_heads, lay.memory_width
     x, sig, plus = _parts(xi, lay), _parts(torch.sigmoid(xi), lay), _parts(F.softplus(xi).add_(1), lay)
@@ -113,7 +116,7 @@ def memory_step(xi: Tensor, state: tuple[Tensor, ...], lay: Layout) -> tuple[tup
     erase = sig["erase"]
     keep = 1 - torch.bmm(new_write.unsqueeze(-1), erase.unsqueeze(1))  # (B, N, W)
     new_memory = (erased * keep).baddbmm_(new_write.unsqueeze(-1), x["vector"].unsqueeze(1))
-    new_link, forward, backward = link_forward(link, new_write, precedence, read_w)
+    new_link, forward, backward = link_forward(link, new_write, precedence, read_w, link_out)
     directions = (forward, backward)
     if lay.link_sharpness:
         strengths = plus["link_strengths"].view(b, 2 * r, 1)
@@ -146,25 +149,55 @@ def _controller(x_t: Tensor, h: Tensor, c: Tensor, reads: Tensor, w_rec_t: Tenso
     return o * tc, c_new, {"prev_in": prev_in, "act": act, "cand": cand, "c_prev": c, "tc": tc}
 
 
-def _run(x_gates: Tensor, w_rec: Tensor, w_if: Tensor, b_if: Tensor, lay: Layout) -> tuple[Tensor, Tensor, Tensor, list]:
-    """hs (B, T, C), reads (B, T, R, W), weightings (B, T, R + 1, N) from an empty memory, and each step's stash."""
+_SPARE: list[Tensor] = []  # a sequence's link matrices (T, B, N, N) kept for the next call: see `_links`
+_LEASES = itertools.count()
+
+
+def _links(steps: int, like: Tensor, n: int) -> Tensor:
+    """A (T, B, N, N) buffer for the L_t of a sequence: the spare one a backward gave back, else a new one.
+
+    A fresh tensor costs a page fault per 4 KiB on its first touch, on CPU about as much as the step's arithmetic on
+    L_t (docs/benchmarks.md, issue 53); a call takes the spare, its backward gives it back (a graph never
+    backwarded keeps its own). Each take is a new `lease`: a backward whose buffer was taken since fails."""
+    shape = (steps, like.shape[0], n, n)
+    spare = _SPARE[-1] if _SPARE else None
+    links = _SPARE.pop() if spare is not None and spare.shape == shape and spare.dtype == like.dtype \
+        and spare.device == like.device else like.new_empty(shape)
+    links.lease = next(_LEASES)  # type: ignore[attr-defined]
+    return links
+
+
+def _take_back(links: Tensor, lease: int) -> None:
+    """Before a backward: its L_t buffer, if an earlier backward of the same graph gave it back, must be unused."""
+    if links.lease != lease:  # type: ignore[attr-defined]  # taken by another call: its L_t are gone
+        raise RuntimeError("DNC: a second backward through the fused loop after another DNC call; backward before "
+                           "the next call, or set DNC.fused = None")
+    _SPARE[:] = [spare for spare in _SPARE if spare is not links]
+
+
+def _run(x_gates: Tensor, w_rec: Tensor, w_if: Tensor, b_if: Tensor, lay: Layout,
+         stash: bool = True) -> tuple[Tensor, Tensor, Tensor, list]:
+    """hs (B, T, C), reads (B, T, R, W), weightings (B, T, R + 1, N) from an empty memory, and with `stash` each
+    step's stash and last the buffer of the L_t (without, under `vmap` too: nothing kept)."""
     b, n, w, r = x_gates.shape[0], lay.memory_locations, lay.memory_width, lay.read_heads
     zeros, size = x_gates.new_zeros, x_gates.shape[-1] // 4
     h = c = zeros(b, size)
     state = (zeros(b, n, w), zeros(b, n), zeros(b, n, n), zeros(b, n), zeros(b, r, n), zeros(b, n))
     reads = zeros(b, r, w)
     hs, all_reads, all_weights, stashes = [], [], [], []
-    w_rec_t, w_if_t = w_rec.mT, w_if.mT
-    for x_t in x_gates.unbind(1):
+    steps = x_gates.shape[1]
+    w_rec_t, w_if_t, links = w_rec.mT, w_if.mT, _links(steps, x_gates, n) if stash else None
+    for x_t, link_out in zip(x_gates.unbind(1), [None] * steps if links is None else links.unbind(0), strict=True):
         h, c, controller = _controller(x_t, h, c, reads, w_rec_t, lay.groups)
         pre = affine(b_if, h, w_if_t, lay.groups)
-        state, stash = memory_step(pre.clamp(-lay.clip, lay.clip), state, lay)
+        state, step = memory_step(pre.clamp(-lay.clip, lay.clip), state, lay, link_out)
         reads = torch.bmm(state[4], state[0])  # r = w^r M: (B, R, W)
         hs.append(h)
         all_reads.append(reads)
         all_weights.append(torch.cat([state[4], state[5].unsqueeze(1)], 1))
-        stashes.append(controller | stash | {"pre": pre, "h": h})
-    return torch.stack(hs, 1), torch.stack(all_reads, 1), torch.stack(all_weights, 1), stashes
+        if links is not None:
+            stashes.append(controller | step | {"pre": pre, "h": h})
+    return torch.stack(hs, 1), torch.stack(all_reads, 1), torch.stack(all_weights, 1), [*stashes, links]
 
 
 def _controller_backward(d_h: Tensor, d_c: Tensor, s: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
@@ -202,6 +235,7 @@ class DNCLoop(Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
         ctx.lay, ctx.stash, inputs[-1].stash = inputs[4], inputs[-1].stash, None
+        ctx.lease = ctx.stash[-1].lease
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(inputs[1], inputs[2], output[0])
 
@@ -220,7 +254,8 @@ class DNCLoop(Function):
     def backward(ctx: Any, d_hs: Tensor | None, d_reads: Tensor | None,
                  d_weights: Tensor | None) -> tuple[Tensor | None, ...]:
         w_rec, w_if, hs = ctx.saved_tensors
-        lay, stash, groups = ctx.lay, ctx.stash, ctx.lay.groups
+        lay, (*stash, links), groups = ctx.lay, ctx.stash, ctx.lay.groups
+        _take_back(links, ctx.lease)
         r, rw = lay.read_heads, lay.read_heads * lay.memory_width
         grads = tuple(torch.zeros_like(t) for t in stash[-1]["state"])  # the last state's: M, u, L, p, w^r, w^w
         work = torch.empty_like(grads[2])  # L's gradients ping-pong between two (B, N, N) buffers
@@ -243,6 +278,7 @@ class DNCLoop(Function):
             d_r, d_h = d_prev_in[:, :rw].view_as(d_r), d_prev_in[:, rw:]
             d_pres.append(d_pre)
             d_zs.append(d_z)
+        _SPARE[:] = [links]  # the buffer serves the next call (or this graph's next backward, if none took it)
         d_pre_all, d_z_all = torch.stack(d_pres[::-1], 1), torch.stack(d_zs[::-1], 1)
         d_w_rec = _weight_grad(d_z_all, torch.stack([s["prev_in"] for s in stash], 1), groups)
         d_w_if = _weight_grad(d_pre_all, hs, groups)
@@ -257,4 +293,4 @@ def dnc_loop(x_gates: Tensor, w_rec: Tensor, w_if: Tensor, b_if: Tensor, lay: La
     through `x_gates` and the weights `w_rec (4C, R·W + C)`, `w_if (I, C)`, `b_if (I,)`."""
     if torch.is_grad_enabled():  # (under vmap, batched tensors do not tell whether they require grad)
         return DNCLoop.apply(x_gates, w_rec, w_if, b_if, lay, _Box())
-    return _run(x_gates, w_rec, w_if, b_if, lay)[:3]
+    return _run(x_gates, w_rec, w_if, b_if, lay, stash=False)[:3]
