@@ -104,14 +104,16 @@ def link_forward(link: Tensor, write_weights: Tensor, precedence: Tensor, read_w
     """L_t (into `out` if given), f_t and b_t (`link_update`, `directional_weights`) without autograd's
     temporaries (no gradient)."""
     w_i, w_j = (1 - write_weights).unsqueeze(-1), write_weights.unsqueeze(-2)  # (B, N, 1), (B, 1, N)
-    new = (torch.sub(w_i, w_j) if out is None else torch.sub(w_i, w_j, out=out)).mul_(link).addcmul_(write_weights.unsqueeze(-1), precedence.unsqueeze(-2))
+    new = (torch.sub(w_i, w_j) if out is None else torch.sub(w_i, w_j, out=out)).mul_(link)
+    new.addcmul_(write_weights.unsqueeze(-1), precedence.unsqueeze(-2))
     new.diagonal(dim1=-2, dim2=-1).zero_()
     # on CPU a matrix times columns is faster than rows times its transpose: f = (L_t w^r^T)^T
     return new, torch.bmm(new, read_weights.mT).mT, torch.bmm(read_weights, new)
 
 
 def link_backward(grad_link: Tensor | None, grad_forward: Tensor, grad_backward: Tensor, link: Tensor, w: Tensor,
-                  p: Tensor, rw: Tensor, new: Tensor, work: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+                  p: Tensor, rw: Tensor, new: Tensor,
+                  work: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Gradients of L_{t-1}, w^w_t, p_{t-1}, w^r_{t-1} from those of `link_forward`'s L_t (None: zero), f_t, b_t.
 
     With `work`, a spare (B, N, N) tensor, `grad_link` is overwritten and L_{t-1}'s gradient written into `work`:

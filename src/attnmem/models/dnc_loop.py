@@ -117,7 +117,7 @@ def memory_step(xi: Tensor, state: tuple[Tensor, ...], lay: Layout,
     keep = 1 - torch.bmm(new_write.unsqueeze(-1), erase.unsqueeze(1))  # (B, N, W)
     new_memory = (erased * keep).baddbmm_(new_write.unsqueeze(-1), x["vector"].unsqueeze(1))
     new_link, forward, backward = link_forward(link, new_write, precedence, read_w, link_out)
-    directions = (forward, backward)
+    directions: tuple[Tensor, ...] = (forward, backward)
     if lay.link_sharpness:
         strengths = plus["link_strengths"].view(b, 2 * r, 1)
         logs = torch.log(torch.cat(directions, 1) + EPS)  # (B, 2R, N)
@@ -182,7 +182,7 @@ def _run(x_gates: Tensor, w_rec: Tensor, w_if: Tensor, b_if: Tensor, lay: Layout
     b, n, w, r = x_gates.shape[0], lay.memory_locations, lay.memory_width, lay.read_heads
     zeros, size = x_gates.new_zeros, x_gates.shape[-1] // 4
     h = c = zeros(b, size)
-    state = (zeros(b, n, w), zeros(b, n), zeros(b, n, n), zeros(b, n), zeros(b, r, n), zeros(b, n))
+    state: tuple[Tensor, ...] = (zeros(b, n, w), zeros(b, n), zeros(b, n, n), zeros(b, n), zeros(b, r, n), zeros(b, n))
     reads = zeros(b, r, w)
     hs, all_reads, all_weights, stashes = [], [], [], []
     steps = x_gates.shape[1]

@@ -113,9 +113,9 @@ def _usage_backward(s: dict[str, Any], d_usage: Tensor, d_psi: Tensor | None, d_
 
 
 def memory_backward(s: dict[str, Any], grads: tuple[Tensor, ...], d_reads: Tensor, lay: Any, work: Tensor) -> tuple:
-    """The gradient of the interface vector after its activations and the previous state's (M, u, L, p, w^r, w^w) from the new state's
-    gradients `grads` and the reads' `d_reads (B, R, W)`; L's gradient is written into `work`, and that of L_t in
-    `grads` overwritten (the spare for the step before)."""
+    """The gradient of the interface vector after its activations and the previous state's (M, u, L, p, w^r, w^w)
+    from the new state's gradients `grads` and the reads' `d_reads (B, R, W)`; L's gradient is written into `work`,
+    and that of L_t in `grads` overwritten (the spare for the step before)."""
     d_memory, d_usage, d_link, d_prec, d_read, d_write = grads
     memory, _, link, precedence, read_w, _ = s["state"]
     new_write = s["new_write"]
