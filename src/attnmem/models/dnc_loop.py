@@ -66,7 +66,7 @@ def allocation(usage: Tensor) -> tuple[Tensor, tuple[Tensor, ...]]:
     shifted = F.pad(sorted_usage[:, :-1], (1, 0), value=1.0)
     before = torch.cumprod(shifted, -1)
     # φ is a permutation: the scatter writes every entry
-    return torch.empty_like(usage).scatter_(-1, phi, (1 - sorted_usage) * before), (phi, sorted_usage, shifted, before)
+    return torch.empty_like(usage).scatter_(-1, phi, (1 - sorted_usage) * before), (phi, sorted_usage, before)
 
 
 # the interface vector's parts (`DNCMemory.sizes`' order) and their activations: 0 none, 1 σ, 2 oneplus = 1 + softplus

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from attnmem.blocks.dnc_memory import EPS, link_backward
@@ -42,12 +43,20 @@ def content_backward(d_weights: Tensor, stash: tuple, memory: Tensor, key: Tenso
 
 
 def allocation_backward(d_alloc: Tensor, stash: tuple[Tensor, ...]) -> Tensor:
-    """The usage's gradient from the allocation weighting's: a[φ_j] = (1 - u[φ_j]) Π_{i<j} u[φ_i]."""
-    phi, sorted_usage, shifted, before = stash
+    """The usage's gradient from the allocation weighting's: a[φ_j] = (1 - s_j) P_j, s the usage sorted ascending,
+    P_j = Π_{i<j} s_i.
+
+    d s_k = Σ_{j>k} g_j (1 - s_j) Π_{i<j, i≠k} s_i - g_k P_k. Zeros sort first: if s_0 = 0 every term of k ≥ 1
+    holds it (0), and k = 0 drops its own factor (C_j = Π_{0<i<j} s_i); else Π_{i<j, i≠k} s_i = P_j / s_k. Exact,
+    in a third of the operations of `torch.cumprod`'s backward, which cannot know the zeros come first."""
+    phi, sorted_usage, before = stash
     g = d_alloc.gather(-1, phi)
-    d_sorted = -g * before
-    d_shifted = aten.cumprod_backward(g * (1 - sorted_usage), shifted, -1, before)  # exact with zero usages
-    d_sorted[:, :-1] += d_shifted[:, 1:]
+    q = g * (1 - sorted_usage)
+    tails = (q * before).flip(-1).cumsum(-1).flip(-1)  # Σ_{j≥k} q_j P_j
+    rest = F.pad(tails[:, 2:], (0, 1)).div_(sorted_usage[:, 1:]).sub_(g[:, 1:] * before[:, 1:])  # k ≥ 1
+    skip_first = torch.cumprod(F.pad(sorted_usage[:, 1:-1], (2, 0), value=1.0), -1)  # C_j
+    first = (q * skip_first)[:, 1:].sum(-1, keepdim=True) - g[:, :1]
+    d_sorted = torch.cat([first, torch.where(sorted_usage[:, :1] > 0, rest, 0.0)], -1)
     return torch.empty_like(d_alloc).scatter_(-1, phi, d_sorted)  # φ is a permutation: every entry written
 
 
