@@ -103,8 +103,8 @@ def memory_step(xi: Tensor, state: tuple[Tensor, ...], lay: Layout,
     masks = (sig["write_mask"].view(b, 1, w), sig["read_mask"].view(b, r, w)) if lay.masking else (None, None)
     free = sig["free"]  # (B, R)
     factors = 1 - free.unsqueeze(-1) * read_w  # (B, R, N)
-    psi = factors.prod(1)
-    kept = usage + write_w - usage * write_w
+    psi = factors[:, 0] if r == 1 else factors.prod(1)
+    kept = torch.addcmul(usage + write_w, usage, write_w, value=-1)
     new_usage = kept * psi
     write_content, write_stash = content(memory, x["write_key"].view(b, 1, w), plus["write_beta"], masks[0],
                                          lay.eps)
@@ -126,12 +126,14 @@ def memory_step(xi: Tensor, state: tuple[Tensor, ...], lay: Layout,
                                        lay.eps)
     modes = torch.softmax(x["modes"].view(b, r, 3), -1)
     choices = torch.stack([directions[1], read_content, directions[0]], 2)  # (B, R, 3, N): backward, content, forward
-    new_read = (modes.unsqueeze(-2) @ choices).squeeze(-2)
-    new_precedence = (1 - new_write.sum(-1, keepdim=True)) * precedence + new_write
+    new_read = torch.bmm(modes.view(b * r, 1, 3), choices.view(b * r, 3, -1)).view(b, r, -1)
+    unwritten = 1 - new_write.sum(-1, keepdim=True)
+    new_precedence = torch.addcmul(new_write, unwritten, precedence)
     stash = dict(x=x, masks=masks, free=free, factors=factors, psi=psi, kept=kept, state=state, write=write_stash,
                  alloc=alloc_stash, allocation=alloc, write_content=write_content, gates=gates, mix=mix,
                  new_write=new_write, erased=erased, erase=erase, keep=keep, new_memory=new_memory, new_link=new_link,
-                 directions=directions, read=read_stash, modes=modes, choices=choices, new_read=new_read)
+                 directions=directions, read=read_stash, modes=modes, choices=choices, new_read=new_read,
+                 unwritten=unwritten)
     if lay.link_sharpness:
         stash.update(strengths=strengths, logs=logs, raw=(forward, backward))
     return (new_memory, new_usage, new_link, new_precedence, new_read, new_write), stash

@@ -65,9 +65,10 @@ def _read_backward(s: dict[str, Any], d_read: Tensor, d_reads: Tensor, lay: Any)
     new_memory, x = s["new_memory"], s["x"]
     d_read = torch.baddbmm(d_read, d_reads, new_memory.mT)  # (B, R, N)
     d_memory = torch.bmm(s["new_read"].mT, d_reads)  # (B, N, W)
-    d_modes = softmax_backward((s["choices"] @ d_read.unsqueeze(-1)).squeeze(-1), s["modes"])  # (B, R, 3)
+    b, r, n = d_read.shape
+    d_modes = torch.bmm(s["choices"].view(b * r, 3, n), d_read.reshape(b * r, n, 1)).view(b, r, 3)
+    d_modes = softmax_backward(d_modes, s["modes"])
     d_backward, d_content, d_forward = (s["modes"].unsqueeze(-1) * d_read.unsqueeze(-2)).unbind(2)
-    b, r = d_read.shape[:2]
     d_key, d_beta, d_mask, d_mem = content_backward(d_content, s["read"], new_memory, x["read_keys"].view(b, r, -1),
                                                     s["masks"][1], lay.eps)
     parts = {"read_keys": d_key.flatten(1), "read_beta": d_beta, "modes": d_modes.flatten(1)}
@@ -85,9 +86,10 @@ def _write_backward(s: dict[str, Any], d_memory: Tensor, d_write: Tensor, lay: A
     """Through M_t = M' ∘ (E - w^w e^T) + w^w v^T, w^w = g^w (g^a a + (1 - g^a) c^w) and the write content lookup."""
     w, erase, x, gates = s["new_write"], s["erase"], s["x"], s["gates"]
     d_keep = d_memory * s["erased"]  # (B, N, W)
-    d_write = d_write + (d_memory @ x["vector"].unsqueeze(-1) - d_keep @ erase.unsqueeze(-1)).squeeze(-1)
+    d_write = d_write + torch.baddbmm(torch.bmm(d_memory, x["vector"].unsqueeze(-1)), d_keep, erase.unsqueeze(-1),
+                                      alpha=-1).squeeze(-1)
     row = w.unsqueeze(1)  # (B, 1, N)
-    d_erase, d_vector = -(row @ d_keep).squeeze(1), (row @ d_memory).squeeze(1)
+    d_erase, d_vector = torch.bmm(row, d_keep).squeeze(1).neg_(), torch.bmm(row, d_memory).squeeze(1)
     d_mix = d_write * gates[1]
     d_alloc = d_mix * gates[0]
     memory = s["state"][0]
@@ -130,7 +132,7 @@ def memory_backward(s: dict[str, Any], grads: tuple[Tensor, ...], d_reads: Tenso
     new_write = s["new_write"]
     d_memory, d_forward, d_backward, parts = _read_backward(s, d_read, d_reads, lay)
     d_memory = d_memory.add_(grads[0])
-    d_prec_prev = (1 - new_write.sum(-1, keepdim=True)) * d_prec  # p_t = (1 - Σ w^w) p_{t-1} + w^w
+    d_prec_prev = s["unwritten"] * d_prec  # p_t = (1 - Σ w^w) p_{t-1} + w^w
     d_write = d_write + d_prec - (d_prec * precedence).sum(-1, keepdim=True)
     d_link, d_w, d_p, d_read_prev = link_backward(d_link, d_forward, d_backward, link, new_write, precedence, read_w,
                                                   s["new_link"], work)
