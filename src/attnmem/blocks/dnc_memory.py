@@ -100,10 +100,10 @@ def directional_weights(link: Tensor, read_weights: Tensor) -> tuple[Tensor, Ten
 
 
 def link_forward(link: Tensor, write_weights: Tensor, precedence: Tensor, read_weights: Tensor,
-                 out: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+                 out: Tensor | None = None, one: float | Tensor = 1.0) -> tuple[Tensor, Tensor, Tensor]:
     """L_t (into `out` if given), f_t and b_t (`link_update`, `directional_weights`) without autograd's
-    temporaries (no gradient)."""
-    w_i, w_j = (1 - write_weights).unsqueeze(-1), write_weights.unsqueeze(-2)  # (B, N, 1), (B, 1, N)
+    temporaries (no gradient); `one`: 1 (a 0-dim tensor spares torch's copy of a Python scalar)."""
+    w_i, w_j = (one - write_weights).unsqueeze(-1), write_weights.unsqueeze(-2)  # (B, N, 1), (B, 1, N)
     new = (torch.sub(w_i, w_j) if out is None else torch.sub(w_i, w_j, out=out)).mul_(link)
     new.addcmul_(write_weights.unsqueeze(-1), precedence.unsqueeze(-2))
     new.diagonal(dim1=-2, dim2=-1).zero_()
@@ -113,7 +113,7 @@ def link_forward(link: Tensor, write_weights: Tensor, precedence: Tensor, read_w
 
 def link_backward(grad_link: Tensor | None, grad_forward: Tensor, grad_backward: Tensor, link: Tensor, w: Tensor,
                   p: Tensor, rw: Tensor, new: Tensor,
-                  work: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+                  work: Tensor | None = None, one: float | Tensor = 1.0) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Gradients of L_{t-1}, w^w_t, p_{t-1}, w^r_{t-1} from those of `link_forward`'s L_t (None: zero), f_t, b_t.
 
     With `work`, a spare (B, N, N) tensor, `grad_link` is overwritten and L_{t-1}'s gradient written into `work`:
@@ -135,7 +135,7 @@ def link_backward(grad_link: Tensor | None, grad_forward: Tensor, grad_backward:
     s = torch.mul(d, link) if work is None else torch.mul(d, link, out=work)  # (B, N, N)
     grad_w = torch.bmm(d, p.unsqueeze(-1)).squeeze(-1).sub_(s.sum(-1)).sub_(s.sum(-2))
     grad_p = torch.bmm(w.unsqueeze(1), d).squeeze(1)
-    i, j = (1 - w).unsqueeze(-1), w.unsqueeze(-2)
+    i, j = (one - w).unsqueeze(-1), w.unsqueeze(-2)
     grad_prev = (torch.sub(i, j) if work is None else torch.sub(i, j, out=work)).mul_(d)
     return grad_prev, grad_w, grad_p, grad_rw
 

@@ -13,10 +13,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from attnmem.blocks.dnc_memory import EPS, link_forward
+from attnmem.blocks.dnc_memory import link_forward
 from attnmem.core.autograd import Function
 from attnmem.core.float32 import in_float32
-from attnmem.models.dnc_loop_backward import memory_backward
+from attnmem.models.dnc_loop_backward import Constants, memory_backward
 
 __all__ = ["DNCLoop", "Layout", "dnc_loop"]
 
@@ -60,13 +60,13 @@ def content(memory: Tensor, keys: Tensor, strengths: Tensor, mask: Tensor | None
     return weights, (keys, memory, qn, kn, denom, similarity, weights, strengths)
 
 
-def allocation(usage: Tensor) -> tuple[Tensor, tuple[Tensor, ...]]:
+def allocation(usage: Tensor, one: Tensor) -> tuple[Tensor, tuple[Tensor, ...]]:
     """`blocks.dnc_memory.allocation` and what its backward needs: the order φ, the sorted usage, the products."""
     sorted_usage, phi = torch.sort(usage, dim=-1, stable=True)
     shifted = F.pad(sorted_usage[:, :-1], (1, 0), value=1.0)
     before = torch.cumprod(shifted, -1)
     # φ is a permutation: the scatter writes every entry
-    return torch.empty_like(usage).scatter_(-1, phi, (1 - sorted_usage) * before), (phi, sorted_usage, before)
+    return torch.empty_like(usage).scatter_(-1, phi, (one - sorted_usage) * before), (phi, sorted_usage, before)
 
 
 # the interface vector's parts (`DNCMemory.sizes`' order) and their activations: 0 none, 1 σ, 2 oneplus = 1 + softplus
@@ -93,41 +93,41 @@ def activation_grads(pre: Tensor, lay: Layout) -> Tensor:
     return grads.masked_fill_((pre < -lay.clip) | (pre > lay.clip), 0)
 
 
-def memory_step(xi: Tensor, state: tuple[Tensor, ...], lay: Layout,
-                link_out: Tensor | None) -> tuple[tuple[Tensor, ...], dict[str, Any]]:
+def memory_step(xi: Tensor, state: tuple[Tensor, ...], lay: Layout, link_out: Tensor | None,
+                k: Constants) -> tuple[tuple[Tensor, ...], dict[str, Any]]:
     """One step of `DNCMemory` from the interface vector: the new (M, u, L, p, w^r, w^w) and the step's stash;
     L_t is written into `link_out` if given."""
     memory, usage, link, precedence, read_w, write_w = state
     b, r, w = xi.shape[0], lay.read_heads, lay.memory_width
-    x, sig, plus = _parts(xi, lay), _parts(torch.sigmoid(xi), lay), _parts(F.softplus(xi).add_(1), lay)
+    x, sig, plus = _parts(xi, lay), _parts(torch.sigmoid(xi), lay), _parts(F.softplus(xi).add_(k.one), lay)
     masks = (sig["write_mask"].view(b, 1, w), sig["read_mask"].view(b, r, w)) if lay.masking else (None, None)
     free = sig["free"]  # (B, R)
-    factors = 1 - free.unsqueeze(-1) * read_w  # (B, R, N)
+    factors = k.one - free.unsqueeze(-1) * read_w  # (B, R, N)
     psi = factors[:, 0] if r == 1 else factors.prod(1)
     kept = torch.addcmul(usage + write_w, usage, write_w, value=-1)
     new_usage = kept * psi
     write_content, write_stash = content(memory, x["write_key"].view(b, 1, w), plus["write_beta"], masks[0],
                                          lay.eps)
-    alloc, alloc_stash = allocation(new_usage)
+    alloc, alloc_stash = allocation(new_usage, k.one)
     gates = (sig["alloc_gate"], sig["write_gate"])  # (B, 1) each
     mix = torch.lerp(write_content.squeeze(1), alloc, gates[0])
     new_write = gates[1] * mix
     erased = memory * psi.unsqueeze(-1) if lay.deallocation else memory
     erase = sig["erase"]
-    keep = 1 - torch.bmm(new_write.unsqueeze(-1), erase.unsqueeze(1))  # (B, N, W)
+    keep = k.one - torch.bmm(new_write.unsqueeze(-1), erase.unsqueeze(1))  # (B, N, W)
     new_memory = (erased * keep).baddbmm_(new_write.unsqueeze(-1), x["vector"].unsqueeze(1))
-    new_link, forward, backward = link_forward(link, new_write, precedence, read_w, link_out)
+    new_link, forward, backward = link_forward(link, new_write, precedence, read_w, link_out, k.one)
     directions: tuple[Tensor, ...] = (forward, backward)
     if lay.link_sharpness:
         strengths = plus["link_strengths"].view(b, 2 * r, 1)
-        logs = torch.log(torch.cat(directions, 1) + EPS)  # (B, 2R, N)
+        logs = torch.log(torch.cat(directions, 1) + k.log_floor)  # (B, 2R, N)
         directions = torch.softmax(strengths * logs, -1).chunk(2, 1)
     read_content, read_stash = content(new_memory, x["read_keys"].view(b, r, w), plus["read_beta"], masks[1],
                                        lay.eps)
     modes = torch.softmax(x["modes"].view(b, r, 3), -1)
     choices = torch.stack([directions[1], read_content, directions[0]], 2)  # (B, R, 3, N): backward, content, forward
     new_read = torch.bmm(modes.view(b * r, 1, 3), choices.view(b * r, 3, -1)).view(b, r, -1)
-    unwritten = 1 - new_write.sum(-1, keepdim=True)
+    unwritten = k.one - new_write.sum(-1, keepdim=True)
     new_precedence = torch.addcmul(new_write, unwritten, precedence)
     stash = dict(x=x, masks=masks, free=free, factors=factors, psi=psi, kept=kept, state=state, write=write_stash,
                  alloc=alloc_stash, allocation=alloc, write_content=write_content, gates=gates, mix=mix,
@@ -189,10 +189,11 @@ def _run(x_gates: Tensor, w_rec: Tensor, w_if: Tensor, b_if: Tensor, lay: Layout
     hs, all_reads, all_weights, stashes = [], [], [], []
     steps = x_gates.shape[1]
     w_rec_t, w_if_t, links = w_rec.mT, w_if.mT, _links(steps, x_gates, n) if stash else None
+    k = Constants.like(x_gates, lay.eps)
     for x_t, link_out in zip(x_gates.unbind(1), [None] * steps if links is None else links.unbind(0), strict=True):
         h, c, controller = _controller(x_t, h, c, reads, w_rec_t, lay.groups)
         pre = affine(b_if, h, w_if_t, lay.groups)
-        state, step = memory_step(pre.clamp(-lay.clip, lay.clip), state, lay, link_out)
+        state, step = memory_step(pre.clamp(-lay.clip, lay.clip), state, lay, link_out, k)
         reads = torch.bmm(state[4], state[0])  # r = w^r M: (B, R, W)
         hs.append(h)
         all_reads.append(reads)
@@ -264,6 +265,7 @@ class DNCLoop(Function):
         d_h, d_c = torch.zeros_like(hs[:, 0]), torch.zeros_like(hs[:, 0])
         d_r = hs.new_zeros(hs.shape[0], r, lay.memory_width)
         d_pres, d_zs = [], []
+        k = Constants.like(hs, lay.eps)
         grads_xi = activation_grads(torch.stack([s["pre"] for s in stash], 1), lay)  # (B, T, I)
         for t in reversed(range(len(stash))):
             s = stash[t]
@@ -272,7 +274,7 @@ class DNCLoop(Function):
             if d_weights is not None:
                 grads = (*grads[:4], grads[4] + d_weights[:, t, :r], grads[5] + d_weights[:, t, r])
             spare = grads[2]
-            d_xi, grads = memory_backward(s, grads, d_r, lay, work)
+            d_xi, grads = memory_backward(s, grads, d_r, lay, work, k)
             work = spare
             d_pre = d_xi.mul_(grads_xi[:, t])
             d_z, d_c = _controller_backward(affine(d_h, d_pre, w_if, groups), d_c, s)
