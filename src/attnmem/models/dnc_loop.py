@@ -53,7 +53,8 @@ def content(memory: Tensor, keys: Tensor, strengths: Tensor, mask: Tensor | None
     if mask is not None:
         keys = (keys * mask).reshape(b * h, 1, w)
         memory = (memory.unsqueeze(1) * mask.unsqueeze(2)).reshape(b * h, -1, w)  # (B·H, N, W)
-    qn, kn = keys.norm(dim=-1, keepdim=True), memory.norm(dim=-1).unsqueeze(1)  # (·, H, 1), (·, 1, N)
+    qn = torch.linalg.vector_norm(keys, dim=-1, keepdim=True)  # (·, H, 1); not `Tensor.norm`: its Python wrapper
+    kn = torch.linalg.vector_norm(memory, dim=-1).unsqueeze(1)  # (·, 1, N)
     denom = qn.clamp_min(eps) * kn.clamp_min(eps)
     similarity = (torch.bmm(keys, memory.mT) / denom).view(b, h, -1)
     weights = torch.softmax(strengths.unsqueeze(-1) * similarity, -1)
