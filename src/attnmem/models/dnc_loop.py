@@ -200,7 +200,7 @@ def _run(x_gates: Tensor, w_rec: Tensor, w_if: Tensor, b_if: Tensor, lay: Layout
         all_reads.append(reads)
         all_weights.append(torch.cat([state[4], state[5].unsqueeze(1)], 1))
         if links is not None:
-            stashes.append(controller | step | {"pre": pre, "h": h})
+            stashes.append(controller | step | {"pre": pre})
     return torch.stack(hs, 1), torch.stack(all_reads, 1), torch.stack(all_weights, 1), [*stashes, links]
 
 
