@@ -1,5 +1,8 @@
 """DNC training throughput on copy, side by side with the `dnc` package on PyPI, and our DNC/NTM cost ratio.
 
+Ours is the DNC's fused loop (`models/dnc_loop.py`, a hand-derived backward through time); "ours, stepwise" the
+same model with `fused = None`: `DNCCore`'s steps under autograd, the code before issue 53.
+
 The peer is ixaxaar's PyTorch DNC (`pip install dnc`), installed into this benchmark's own folder, never
 into the project's environment:
 
@@ -7,7 +10,7 @@ into the project's environment:
 
 Same sizes for both (LSTM controller of 100, 128 × 20 memory, 1 read head), copy of length 10 (21 steps),
 8-bit vectors; one training step = forward, BCE on the output phase, backward, Adam step; 1 thread by
-default. Rounds alternate ours / theirs / our NTM, and the median of each is printed. Time is this
+default. Rounds alternate ours / ours, stepwise / theirs / our NTM, and the median of each is printed. Time is this
 process's CPU time (with 1 thread, its wall time on a quiet machine), so other load on the machine
 counts less.
 Where the two formulations differ: the peer runs `nn.LSTM` one step at a time and ends with an output
@@ -95,12 +98,16 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    stepwise = DNC(input_size=9, output_size=8, score=functools.partial(Cosine))
+    stepwise.fused = None
     models = {"ours": ours(DNC(input_size=9, output_size=8, score=functools.partial(Cosine))),
+              "ours, stepwise": ours(stepwise),
               "dnc (PyPI)": peer_dnc(args.peer),
               "our NTM": ours(NTM(input_size=9, output_size=8, score=functools.partial(Cosine)))}
     print(f"copy length 10 (21 steps), threads {args.threads}, {args.rounds} rounds × {args.steps} steps; "
           "training sequences/s (median)")
-    print(f"{'batch':>5} | {'ours':>8} | {'dnc (PyPI)':>10} | {'our NTM':>8} | ours/peer | our DNC/NTM cost")
+    print(f"{'batch':>5} | {'ours':>8} | {'stepwise':>8} | {'dnc (PyPI)':>10} | {'our NTM':>8} | ours/peer | "
+          "stepwise/peer | our DNC/NTM cost")
     for b in args.batches:
         batch = make_batch(Copy(width=8, min_length=10, max_length=10), b, torch.Generator().manual_seed(0))
         rates: dict[str, list[float]] = {name: [] for name in models}
@@ -108,8 +115,11 @@ def main() -> None:
             for name, forward in models.items():
                 rates[name].append(throughput(forward, batch, args.steps))
         mid = {name: statistics.median(r) for name, r in rates.items()}
-        print(f"{b:>5} | {mid['ours']:>8.1f} | {mid['dnc (PyPI)']:>10.1f} | {mid['our NTM']:>8.1f} | "
-              f"{mid['ours'] / mid['dnc (PyPI)']:>8.2f}× | {mid['our NTM'] / mid['ours']:>6.2f}×")
+        peer = mid["dnc (PyPI)"]
+        print(f"{b:>5} | {mid['ours']:>8.1f} | {mid['ours, stepwise']:>8.1f} | {peer:>10.1f} | "
+              f"{mid['our NTM']:>8.1f} | "
+              f"{mid['ours'] / peer:>8.2f}× | {mid['ours, stepwise'] / peer:>12.2f}× | "
+              f"{mid['our NTM'] / mid['ours']:>6.2f}×")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ __all__ = [
     "MemoryState",
     "allocation",
     "directional_weights",
+    "link_backward",
+    "link_forward",
     "link_step",
     "link_update",
     "oneplus",
@@ -97,6 +99,47 @@ def directional_weights(link: Tensor, read_weights: Tensor) -> tuple[Tensor, Ten
     return read_weights @ link.transpose(1, 2), read_weights @ link
 
 
+def link_forward(link: Tensor, write_weights: Tensor, precedence: Tensor, read_weights: Tensor,
+                 out: Tensor | None = None, one: float | Tensor = 1.0) -> tuple[Tensor, Tensor, Tensor]:
+    """L_t (into `out` if given), f_t and b_t (`link_update`, `directional_weights`) without autograd's
+    temporaries (no gradient); `one`: 1 (a 0-dim tensor spares torch's copy of a Python scalar)."""
+    w_i, w_j = (one - write_weights).unsqueeze(-1), write_weights.unsqueeze(-2)  # (B, N, 1), (B, 1, N)
+    new = (torch.sub(w_i, w_j) if out is None else torch.sub(w_i, w_j, out=out)).mul_(link)
+    new.addcmul_(write_weights.unsqueeze(-1), precedence.unsqueeze(-2))
+    new.diagonal(dim1=-2, dim2=-1).zero_()
+    # on CPU a matrix times columns is faster than rows times its transpose: f = (L_t w^r^T)^T
+    return new, torch.bmm(new, read_weights.mT).mT, torch.bmm(read_weights, new)
+
+
+def link_backward(grad_link: Tensor | None, grad_forward: Tensor, grad_backward: Tensor, link: Tensor, w: Tensor,
+                  p: Tensor, rw: Tensor, new: Tensor,
+                  work: Tensor | None = None, one: float | Tensor = 1.0) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Gradients of L_{t-1}, w^w_t, p_{t-1}, w^r_{t-1} from those of `link_forward`'s L_t (None: zero), f_t, b_t.
+
+    With `work`, a spare (B, N, N) tensor, `grad_link` is overwritten and L_{t-1}'s gradient written into `work`:
+    no fresh N × N tensor (a time loop's ping-pong of two buffers; fresh ones cost page faults on CPU)."""
+    # f = rw L_t^T, b = rw L_t: d rw = g_f L_t + g_b L_t^T, dL_t = G + g_f^T rw + rw^T g_b, head by head (an outer
+    # product each: a batched product of width 2R is slower on CPU)
+    grad_rw = torch.bmm(grad_forward, new).add_(torch.bmm(new, grad_backward.mT).mT)
+    d = grad_link
+    for g_f, g_b, r in zip(grad_forward.unbind(1), grad_backward.unbind(1), rw.unbind(1), strict=True):
+        if d is None:
+            d = g_f.unsqueeze(-1) * r.unsqueeze(-2)
+        else:
+            d = d.addcmul_(g_f.unsqueeze(-1), r.unsqueeze(-2)) if work is not None and d is grad_link \
+                else d.addcmul(g_f.unsqueeze(-1), r.unsqueeze(-2))
+        d.addcmul_(r.unsqueeze(-1), g_b.unsqueeze(-2))
+    assert d is not None  # (at least one head)
+    d.diagonal(dim1=-2, dim2=-1).zero_()  # L_t[i, i] = 0 whatever the inputs
+    # L_t = (1 - w_i - w_j) L_{t-1} + w_i p_j off the diagonal
+    s = torch.mul(d, link) if work is None else torch.mul(d, link, out=work)  # (B, N, N)
+    grad_w = torch.bmm(d, p.unsqueeze(-1)).squeeze(-1).sub_(s.sum(-1)).sub_(s.sum(-2))
+    grad_p = torch.bmm(w.unsqueeze(1), d).squeeze(1)
+    i, j = (one - w).unsqueeze(-1), w.unsqueeze(-2)
+    grad_prev = (torch.sub(i, j) if work is None else torch.sub(i, j, out=work)).mul_(d)
+    return grad_prev, grad_w, grad_p, grad_rw
+
+
 class _LinkStep(Function):
     """`link_update` then `directional_weights` as one step with a hand-written backward.
 
@@ -109,10 +152,7 @@ class _LinkStep(Function):
     @staticmethod
     def forward(link: Tensor, write_weights: Tensor, precedence: Tensor,
                 read_weights: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        w_i, w_j = write_weights.unsqueeze(-1), write_weights.unsqueeze(-2)  # (B, N, 1), (B, 1, N)
-        new = (1 - w_i - w_j).mul_(link).addcmul_(w_i, precedence.unsqueeze(-2))  # as `link_update`
-        new.diagonal(dim1=-2, dim2=-1).zero_()
-        return new, *directional_weights(new, read_weights)
+        return link_forward(link, write_weights, precedence, read_weights)
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Tensor, ...], output: tuple[Tensor, ...]) -> None:
@@ -121,18 +161,7 @@ class _LinkStep(Function):
     @staticmethod
     def backward(ctx: Any, grad_link: Tensor, grad_forward: Tensor,
                  grad_backward: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        link, w, p, rw, new = ctx.saved_tensors
-        # f = rw L_t^T, b = rw L_t: d rw = g_f L_t + g_b L_t^T, dL_t = G + g_f^T rw + rw^T g_b (one product, width 2R)
-        grad_rw = grad_forward @ new + grad_backward @ new.transpose(1, 2)
-        left, right = torch.cat([grad_forward, rw], 1).transpose(1, 2), torch.cat([rw, grad_backward], 1)  # (B, N, 2R)
-        d = torch.baddbmm(grad_link, left, right)
-        d.diagonal(dim1=-2, dim2=-1).zero_()  # L_t[i, i] = 0 whatever the inputs
-        # L_t = (1 - w_i - w_j) L_{t-1} + w_i p_j off the diagonal; a row vector times d^T, not d times a column
-        s = d * link  # (B, N, N)
-        grad_w = (p.unsqueeze(1) @ d.transpose(1, 2)).squeeze(1) - s.sum(-1) - s.sum(-2)
-        grad_p = (w.unsqueeze(1) @ d).squeeze(1)
-        grad_prev = (1 - w.unsqueeze(-1) - w.unsqueeze(-2)).mul_(d)
-        return grad_prev, grad_w, grad_p, grad_rw
+        return link_backward(grad_link, grad_forward, grad_backward, *ctx.saved_tensors)
 
 
 def link_step(link: Tensor, write_weights: Tensor, precedence: Tensor,

@@ -7,11 +7,12 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from attnmem.attention.scores import score_factory
+from attnmem.attention.scores import Cosine, score_factory
 from attnmem.blocks.checks import check_sizes
 from attnmem.blocks.dnc import DNCCore, weightings
 from attnmem.blocks.output import Output
 from attnmem.models.contract import ReadHeads
+from attnmem.models.dnc_loop import Layout, dnc_loop
 
 __all__ = ["DNC"]
 
@@ -26,6 +27,8 @@ class DNC(nn.Module, ReadHeads):
     vector). `masking`, `deallocation` and `link_sharpness` are Csordás & Schmidhuber's 2019 options.
     `forward(x)` returns the logits; `run(x)` gives the same as an `Output` (per-step weightings as
     `attention`), which the sequence family trains through `attnmem.tasks.sequence_nets.DNCSequence`.
+    With cosine content lookup (the default) it runs the fused loop of `models/dnc_loop.py`, the same maths with
+    a hand-derived backward through time; `fused = None` runs `DNCCore`'s steps under autograd instead.
 
     Args:
         input_size: width of each step's input x_t.
@@ -57,6 +60,11 @@ class DNC(nn.Module, ReadHeads):
                             interface_clip=interface_clip)
         self.read_heads, self.write_heads = read_heads, 1
         self.output_proj = nn.Linear(self.core.output_size, output_size)
+        cosine = getattr(self.core.memory.similarity, "__self__", None)
+        memory = self.core.memory
+        self.fused = None if not isinstance(cosine, Cosine) else Layout(
+            tuple(memory.sizes), read_heads, memory_locations, memory_width, masking, deallocation, link_sharpness,
+            interface_clip, cosine.eps)
 
     def forward(self, x: Tensor, *, return_attention: bool = False) -> Tensor | tuple[Tensor, Tensor]:
         """Logits of a sequence.
@@ -89,8 +97,14 @@ class DNC(nn.Module, ReadHeads):
             `Output(pred, attention)`: the logits and each step's weightings (read heads first).
         """
         self._check_input(x)
-        features, states = self.core(x)  # (B, T, C + R·W)
-        return Output(pred=self.output_proj(features), attention=weightings(states))
+        if self.fused is None:
+            features, states = self.core(x)  # (B, T, C + R·W)
+            return Output(pred=self.output_proj(features), attention=weightings(states))
+        core = self.core
+        hs, reads, weights = dnc_loop(core.input_proj(x), core.recurrent_proj.weight, core.interface_proj.weight,
+                                      core.interface_proj.bias, self.fused)
+        features = torch.cat([hs, reads.flatten(2)], -1)  # (B, T, C + R·W)
+        return Output(pred=self.output_proj(features), attention=list(weights.unbind(1)))
 
     @torch.no_grad()
     def memory_trace(self, x: Tensor) -> dict[str, Tensor]:

@@ -1,0 +1,158 @@
+"""The backward of one step of the DNC's fused loop (`models.dnc_loop.memory_step`), derived by hand: from the
+gradients of the new memory state and reads, those of the interface vector and of the previous state."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from attnmem.blocks.dnc_memory import EPS, link_backward
+
+__all__ = ["Constants", "allocation_backward", "content_backward", "memory_backward", "softmax_backward"]
+
+aten = torch.ops.aten
+
+
+class Constants(NamedTuple):
+    """0-dim tensors: arithmetic with them skips the copy torch makes of a Python scalar (~2.5 µs an operation)."""
+
+    one: Tensor
+    zero: Tensor
+    floor: Tensor  # the cosine's eps
+    log_floor: Tensor  # `blocks.dnc_memory.EPS`, inside the sharpening's log
+
+    @classmethod
+    def like(cls, x: Tensor, eps: float) -> Constants:
+        """The constants in the dtype and device of `x`."""
+        return cls(*(x.new_tensor(v) for v in (1.0, 0.0, eps, EPS)))
+
+
+def softmax_backward(grad: Tensor, output: Tensor) -> Tensor:
+    """The gradient of softmax's input from that of its `output`: y ∘ (g - Σ g ∘ y)."""
+    return output * (grad - (grad * output).sum(-1, keepdim=True))
+
+
+def content_backward(d_weights: Tensor, stash: tuple, memory: Tensor, key: Tensor, mask: Tensor | None,
+                     k: Constants) -> tuple[Tensor, Tensor, Tensor | None, Tensor]:
+    """Gradients of the keys (B, H, W), strengths (B, H), mask (B, H, W) or None and memory (B, N, W) of
+    `dnc_loop.content` from that of its weightings `d_weights (B, H, N)`."""
+    keys, mem, qn, kn, denom, similarity, weights, strengths = stash
+    b, h, n = weights.shape
+    dz = softmax_backward(d_weights, weights)
+    d_strengths = (dz * similarity).sum(-1)
+    d_sim = (dz * strengths.unsqueeze(-1)).view(-1, keys.shape[1], n)  # (B, H, N) or (B·H, 1, N) with the mask
+    d_dots, t = d_sim / denom, d_sim * similarity.view_as(d_sim)
+    by_qn = torch.where(qn >= k.floor, t.sum(-1, keepdim=True) / (qn * qn), k.zero)  # minus d|k| / |k|
+    by_kn = torch.where(kn >= k.floor, t.sum(1, keepdim=True) / (kn * kn), k.zero)
+    d_keys = torch.baddbmm(keys * by_qn, d_dots, mem, beta=-1)
+    d_mem = torch.baddbmm(mem * by_kn.mT, d_dots.mT, keys, beta=-1)
+    if mask is None:
+        return d_keys, d_strengths, None, d_mem
+    d_keys, d_mem = d_keys.view(b, h, -1), d_mem.view(b, h, n, -1)
+    d_mask = d_keys * key + (d_mem * memory.unsqueeze(1)).sum(2)
+    return d_keys * mask, d_strengths, d_mask, (d_mem * mask.unsqueeze(2)).sum(1)
+
+
+def allocation_backward(d_alloc: Tensor, stash: tuple[Tensor, ...], k: Constants) -> Tensor:
+    """The usage's gradient from the allocation weighting's: a[φ_j] = (1 - s_j) P_j, s the usage sorted ascending,
+    P_j = Π_{i<j} s_i.
+
+    d s_k = Σ_{j>k} g_j (1 - s_j) Π_{i<j, i≠k} s_i - g_k P_k. Zeros sort first: if s_0 = 0 every term of k ≥ 1
+    holds it (0), and k = 0 drops its own factor (C_j = Π_{0<i<j} s_i); else Π_{i<j, i≠k} s_i = P_j / s_k. Exact,
+    in a third of the operations of `torch.cumprod`'s backward, which cannot know the zeros come first."""
+    phi, sorted_usage, before = stash
+    g = d_alloc.gather(-1, phi)
+    q = g * (k.one - sorted_usage)
+    tails = (q * before).flip(-1).cumsum(-1).flip(-1)  # Σ_{j≥k} q_j P_j
+    rest = F.pad(tails[:, 2:], (0, 1)).div_(sorted_usage[:, 1:]).sub_(g[:, 1:] * before[:, 1:])  # k ≥ 1
+    skip_first = torch.cumprod(F.pad(sorted_usage[:, 1:-1], (2, 0), value=1.0), -1)  # C_j
+    first = (q * skip_first)[:, 1:].sum(-1, keepdim=True) - g[:, :1]
+    d_sorted = torch.cat([first, torch.where(sorted_usage[:, :1] > k.zero, rest, k.zero)], -1)
+    return torch.empty_like(d_alloc).scatter_(-1, phi, d_sorted)  # φ is a permutation: every entry written
+
+
+def _read_backward(s: dict[str, Any], d_read: Tensor, d_reads: Tensor, lay: Any, k: Constants) -> tuple:
+    """Through r = w^r M_t, the read modes, the read content lookup and the link sharpening."""
+    new_memory, x = s["new_memory"], s["x"]
+    d_read = torch.baddbmm(d_read, d_reads, new_memory.mT)  # (B, R, N)
+    d_memory = torch.bmm(s["new_read"].mT, d_reads)  # (B, N, W)
+    b, r, n = d_read.shape
+    d_modes = torch.bmm(s["choices"].view(b * r, 3, n), d_read.reshape(b * r, n, 1)).view(b, r, 3)
+    d_modes = softmax_backward(d_modes, s["modes"])
+    d_backward, d_content, d_forward = (s["modes"].unsqueeze(-1) * d_read.unsqueeze(-2)).unbind(2)
+    d_key, d_beta, d_mask, d_mem = content_backward(d_content, s["read"], new_memory, x["read_keys"].view(b, r, -1),
+                                                    s["masks"][1], k)
+    parts = {"read_keys": d_key.flatten(1), "read_beta": d_beta, "modes": d_modes.flatten(1)}
+    if d_mask is not None:
+        parts["read_mask"] = d_mask.flatten(1)
+    d_directions = torch.cat([d_forward, d_backward], 1)  # (B, 2R, N)
+    if lay.link_sharpness:
+        dz = softmax_backward(d_directions, torch.cat(s["directions"], 1))
+        parts["link_strengths"] = (dz * s["logs"]).sum(-1)
+        d_directions = dz.mul_(s["strengths"]).div_(torch.cat(s["raw"], 1) + k.log_floor)
+    return d_memory.add_(d_mem), *d_directions.chunk(2, 1), parts
+
+
+def _write_backward(s: dict[str, Any], d_memory: Tensor, d_write: Tensor, lay: Any, k: Constants) -> tuple:
+    """Through M_t = M' ∘ (E - w^w e^T) + w^w v^T, w^w = g^w (g^a a + (1 - g^a) c^w) and the write content lookup."""
+    w, erase, x, gates = s["new_write"], s["erase"], s["x"], s["gates"]
+    d_keep = d_memory * s["erased"]  # (B, N, W)
+    d_write = d_write + torch.baddbmm(torch.bmm(d_memory, x["vector"].unsqueeze(-1)), d_keep, erase.unsqueeze(-1),
+                                      alpha=-1).squeeze(-1)
+    row = w.unsqueeze(1)  # (B, 1, N)
+    d_erase, d_vector = torch.bmm(row, d_keep).squeeze(1).neg_(), torch.bmm(row, d_memory).squeeze(1)
+    d_mix = d_write * gates[1]
+    d_alloc = d_mix * gates[0]
+    memory = s["state"][0]
+    d_key, d_beta, d_mask, d_prev = content_backward((d_mix - d_alloc).unsqueeze(1), s["write"], memory,
+                                                     x["write_key"].unsqueeze(1), s["masks"][0], k)
+    d_erased = d_memory * s["keep"]
+    d_psi = (d_erased * memory).sum(-1) if lay.deallocation else None
+    d_prev = d_prev.addcmul_(d_erased, s["psi"].unsqueeze(-1)) if lay.deallocation else d_prev.add_(d_erased)
+    parts = {"write_key": d_key.flatten(1), "write_beta": d_beta, "erase": d_erase, "vector": d_vector,
+             "alloc_gate": (d_mix * (s["allocation"] - s["write_content"].squeeze(1))).sum(-1, keepdim=True),
+             "write_gate": (d_write * s["mix"]).sum(-1, keepdim=True)}
+    if d_mask is not None:
+        parts["write_mask"] = d_mask.flatten(1)
+    return d_prev, d_psi, allocation_backward(d_alloc, s["alloc"], k), parts
+
+
+def _usage_backward(s: dict[str, Any], d_usage: Tensor, d_psi: Tensor | None, d_read: Tensor, k: Constants) -> tuple:
+    """Through u_t = (u + w^w - u ∘ w^w) ∘ ψ, ψ = Π_i (1 - f^i w^{r,i}): the previous usage and write weightings,
+    the free gates; adds to the previous read weightings' gradient `d_read`."""
+    _, usage, _, _, read_w, write_w = s["state"]
+    psi, factors, free = s["psi"], s["factors"], s["free"]
+    d_psi = d_usage * s["kept"] if d_psi is None else d_psi.addcmul_(d_usage, s["kept"])
+    d_kept = d_usage * psi
+    if factors.shape[1] == 1:
+        d_factors = d_psi.unsqueeze(1)
+    else:  # each factor's gradient: d_psi times the others
+        d_factors = torch.stack([torch.cat([factors[:, :i], factors[:, i + 1 :]], 1).prod(1)
+                                 for i in range(factors.shape[1])], 1) * d_psi.unsqueeze(1)
+    d_free = -(d_factors * read_w).sum(-1)
+    d_read = d_read.addcmul_(d_factors, free.unsqueeze(-1), value=-1)
+    return d_kept * (k.one - write_w), d_kept * (k.one - usage), d_read, d_free
+
+
+def memory_backward(s: dict[str, Any], grads: tuple[Tensor, ...], d_reads: Tensor, lay: Any, work: Tensor,
+                    k: Constants) -> tuple:
+    """The gradient of the interface vector after its activations and the previous state's (M, u, L, p, w^r, w^w)
+    from the new state's gradients `grads` and the reads' `d_reads (B, R, W)`; L's gradient is written into `work`,
+    and that of L_t in `grads` overwritten (the spare for the step before)."""
+    d_memory, d_usage, d_link, d_prec, d_read, d_write = grads
+    memory, _, link, precedence, read_w, _ = s["state"]
+    new_write = s["new_write"]
+    d_memory, d_forward, d_backward, parts = _read_backward(s, d_read, d_reads, lay, k)
+    d_memory = d_memory.add_(grads[0])
+    d_prec_prev = s["unwritten"] * d_prec  # p_t = (1 - Σ w^w) p_{t-1} + w^w
+    d_write = d_write + d_prec - (d_prec * precedence).sum(-1, keepdim=True)
+    d_link, d_w, d_p, d_read_prev = link_backward(d_link, d_forward, d_backward, link, new_write, precedence, read_w,
+                                                  s["new_link"], work, k.one)
+    d_memory, d_psi, d_alloc_usage, write_parts = _write_backward(s, d_memory, d_write.add_(d_w), lay, k)
+    d_usage_prev, d_write_prev, d_read_prev, d_free = _usage_backward(s, d_usage + d_alloc_usage, d_psi, d_read_prev, k)
+    parts |= write_parts | {"free": d_free}
+    d_xi = torch.cat([parts[name] for name in s["x"]], -1)
+    return d_xi, (d_memory, d_usage_prev, d_link, d_prec_prev.add_(d_p), d_read_prev, d_write_prev)
