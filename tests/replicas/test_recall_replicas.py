@@ -9,6 +9,8 @@ from conftest import FAST
 from test_replicas import train, worst_gap
 
 import attnmem
+from attnmem.replicas.batch import Batched
+from attnmem.replicas.models import TensorVmapped
 
 # 64 sequences in batches of 16: 4 steps an epoch, 8 in all
 RECALL = [*FAST, "data.source.vocab_size=16", "data.source.seq_len=16", "data.source.num_kv_pairs=2",
@@ -22,7 +24,8 @@ RECALL = [*FAST, "data.source.vocab_size=16", "data.source.seq_len=16", "data.so
     (["experiment=mqar_selective_ssm", "model.mixer_options={d_state:2}"], "one batched vmap"),
     (["experiment=mqar_lstm"], "a loop"),  # `nn.LSTM` has no vmap batching rule
 ])
-def test_recall_replicas_reproduce_single_runs(experiment, path, tmp_path, capsys):
+def test_recall_replicas_reproduce_single_runs(experiment, path, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(TensorVmapped, "on_cpu", True)  # batched on this CPU too (by default it loops there)
     tiny = [*experiment, *RECALL]
     steps, metrics = train(tmp_path / "replicas", *tiny, "replicas=2")
     assert path in capsys.readouterr().out
@@ -38,3 +41,11 @@ def test_recall_replicas_reproduce_single_runs(experiment, path, tmp_path, capsy
             # error, which Adam's steps scale up to about lr either way
             if not name.endswith("k_proj.bias"):
                 torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_recall_replicas_loop_on_a_cpu_by_default(tmp_path, capsys, monkeypatch):
+    calls = []
+    monkeypatch.setattr(Batched, "__call__", lambda self, *args: calls.append(args))  # would break the run if called
+    train(tmp_path / "replicas", "experiment=mqar_attention", *RECALL, "replicas=2")
+    assert "one batched vmap on an accelerator (on a CPU a loop, faster there)" in capsys.readouterr().out
+    assert calls == []

@@ -55,6 +55,7 @@ class Vmapped:
     pads: ClassVar[dict[str, float]] = {}  # batch keys padded along dim 1 so replicas' batches stack, and the value
     draws_numbers: ClassVar[bool] = False  # whether `draws` gives the training forward's random numbers
     folds: bool = False  # whether the replicas run folded into one batch (`fold`, `folded_base`)
+    on_cpu: ClassVar[bool] = True  # whether batching pays on a CPU too (else only on an accelerator)
 
     def __init__(self, net: nn.Module) -> None:
         self.base = copy.deepcopy(net).to("meta")
@@ -110,6 +111,9 @@ class TensorVmapped(Vmapped):
     back to the family module."""
 
     key: ClassVar[str] = "inputs"
+    # measured on a 2-core CPU (docs/architecture.md, "Replicas"): 3 replicas of MixerLM in one vmap are 10-30%
+    # slower than the loop (attention) or level (S6): there the replicas loop
+    on_cpu: ClassVar[bool] = False
 
     def call(self, base: nn.Module, tensors: tuple[dict[str, Tensor], ...], batch: dict[str, Tensor]) -> Output:
         """One replica's `Output`: `base`'s tensor on the batch's `key` as its pred."""

@@ -228,6 +228,11 @@ class Replicas(L.LightningModule):
         return (dict(train[self.selected]) | summary(train) | stopped | per_replica(train)
                 | {"replicas": len(self.replica_modules), "replica_selected": self.selected})
 
+    def on_fit_start(self) -> None:
+        """On a CPU, a loop where the model's batched path does not pay there (`Vmapped.on_cpu`)."""
+        if self.batched and self.device.type == "cpu" and not self.batched_forward[0].path.on_cpu:
+            self.batched = False
+
     def on_after_backward(self) -> None:
         if self.batched:
             self.batched_forward[0].pad_gradients([member.net for member in self.replica_modules])
@@ -294,7 +299,9 @@ class Replicas(L.LightningModule):
         seeds = self.streams.seeds
         path = "a loop over the replicas (its model has no batched path)"
         if self.batched:
-            path = "one batch of all replicas' rows" if self.batched_forward[0].path.folds else "one batched vmap"
+            batched = self.batched_forward[0].path
+            path = "one batch of all replicas' rows" if batched.folds else "one batched vmap"
+            path += "" if batched.on_cpu else " on an accelerator (on a CPU a loop, faster there)"
         return f"replicas={len(seeds)} (seeds {seeds[0]}..{seeds[-1]}): {path}"
 
     def family_modules(self) -> list[FamilyModule]:
