@@ -107,3 +107,71 @@ def test_what_cannot_be_drawn_is_one_line(tmp_path, capsys, case, expected):
     err = capsys.readouterr().err
     assert info.value.code == 1 and expected in err and err.count("\n") == 1
     assert not (tmp_path / "f.png").exists()
+
+
+def csv_log(job_dir: Path, text: str) -> None:
+    """A job's Lightning CSV log: `text`'s rows, a metric's cell empty where it was not logged at that step."""
+    (job_dir / "csv").mkdir(parents=True)
+    (job_dir / "csv" / "metrics.csv").write_text(text)
+
+
+def logged(root: Path) -> Path:
+    """A sweep of three jobs: one finished, one replicas=2 run, one running (no metrics.json yet)."""
+    parameters = {"experiment": {"values": ["mqar_dnc", "mqar_x"]}, "model.d_model": {"value": 8},
+                  "seed": {"values": [0, 1, 2]}}
+    jobs = [["experiment=mqar_dnc", "model.d_model=8", "seed=0"], ["experiment=mqar_x", "model.d_model=8",
+            "seed=0", "replicas=2"], ["experiment=mqar_dnc", "model.d_model=8", "seed=2"]]
+    out = sweep_dir(root, "logged", parameters, jobs, {0: {"val/acc": 0.9}, 1: {"replicas": 2, "val/acc": 0.5}})
+    csv_log(out / "0", "epoch,step,train/loss,val/acc\n,0,2.5,\n0,9,,0.25\n1,19,1.5,\n1,19,,0.5\n")
+    csv_log(out / "1", "step,val/acc,replicas/0/val/acc,replicas/1/val/acc,replicas/mean/val/acc\n"
+                       "9,0.3,0.25,0.375,0.3\n19,0.9,0.875,0.5,0.6\n")
+    csv_log(out / "2", "step,val/acc\n9,0.125\n")
+    return out
+
+
+def test_the_curves_are_each_runs_logged_validation_metric_by_step(tmp_path):
+    Curve = frontier.Curve
+    assert frontier.curves([logged(tmp_path)]) == {
+        "mqar_dnc seed=0": Curve((9, 19), (0.25, 0.5), running=False),
+        "mqar_x seed=0": Curve((9, 19), (0.25, 0.875), running=False),
+        "mqar_x seed=1": Curve((9, 19), (0.375, 0.5), running=False),
+        "mqar_dnc seed=2": Curve((9,), (0.125,), running=True),
+    }
+
+
+def test_curves_alone_write_only_their_png(tmp_path, capsys):
+    out = tmp_path / "figures" / "curves.png"
+    frontier.main([str(logged(tmp_path)), "--curves", str(out)])
+    assert out.read_bytes()[:4] == b"\x89PNG" and not list(out.parent.glob(".*.tmp"))
+    assert sorted(p.name for p in out.parent.iterdir()) == ["curves.png"]
+    printed = capsys.readouterr().out
+    assert "mqar_dnc seed=2: val/acc 0.125 at step 9 (running)" in printed and "wrote " in printed
+
+
+def test_curves_beside_the_frontier(tmp_path):
+    out, curves = tmp_path / "frontier.png", tmp_path / "curves.png"
+    source = classic(tmp_path)
+    for job, acc in (("0", 0.3), ("1", 0.5)):
+        csv_log(source / job, f"step,val/acc,test/acc\n5,0.1,\n10,{acc},\n10,,{acc}\n")
+    frontier.main([str(source), "--out", str(out), "--curves", str(curves)])
+    assert out.read_bytes()[:4] == curves.read_bytes()[:4] == b"\x89PNG"
+    assert frontier.curves([source], frontier.val_metric("test/acc"))["seed=1"].values == (0.1, 0.5)
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("no csv", "0: no csv/metrics.csv: --curves reads each run's CSV log"),
+        ("no column", "metrics.csv: no column 'val/nope' (--curve-metric: a metric the runs log each validation"),
+    ],
+)
+def test_curves_that_cannot_be_drawn_are_one_line(tmp_path, capsys, case, expected):
+    source = classic(tmp_path)
+    if case == "no column":
+        for job in ("0", "1"):
+            csv_log(source / job, "step,val/acc\n5,0.1\n")
+    with pytest.raises(SystemExit) as info:
+        frontier.main([str(source), "--curves", str(tmp_path / "c.png"), "--curve-metric", "val/nope"])
+    err = capsys.readouterr().err
+    assert info.value.code == 1 and expected in err and err.count("\n") == 1
+    assert not (tmp_path / "c.png").exists()
