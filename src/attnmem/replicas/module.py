@@ -230,8 +230,7 @@ class Replicas(L.LightningModule):
 
     def on_fit_start(self) -> None:
         """On a CPU, a loop where the model's batched path does not pay there (`Vmapped.on_cpu`)."""
-        if self.batched and self.device.type == "cpu" and not self.batched_forward[0].path.on_cpu:
-            self.batched = False
+        self.batched = self.batched and (self.device.type != "cpu" or self.batched_forward[0].path.on_cpu)
 
     def on_after_backward(self) -> None:
         if self.batched:
@@ -300,8 +299,8 @@ class Replicas(L.LightningModule):
         path = "a loop over the replicas (its model has no batched path)"
         if self.batched:
             batched = self.batched_forward[0].path
-            path = "one batch of all replicas' rows" if batched.folds else "one batched vmap"
-            path += "" if batched.on_cpu else " on an accelerator (on a CPU a loop, faster there)"
+            path = ("one batch of all replicas' rows" if batched.folds else "one batched vmap") + (
+                "" if batched.on_cpu else " on an accelerator (on a CPU a loop, faster there)")
         return f"replicas={len(seeds)} (seeds {seeds[0]}..{seeds[-1]}): {path}"
 
     def family_modules(self) -> list[FamilyModule]:
