@@ -18,17 +18,17 @@ FILES = sorted(SWEEPS.glob("*.yaml")) + sorted(
 
 
 def _points(spec: dict, groups: set[str]) -> list[dict]:
-    """Grid: every point, or when that is larger, every value of every parameter under every combination of
-    the group choices, the rest at their first value (compose checks keys, types and group options, which do
-    not depend on the other scalars). Random and bayes: run_cap seeded draws."""
+    """Grid: every point, or when that is larger, every combination of the group choices (the other keys at their
+    first value: each key present under each recipe) and every value of every other parameter under the first
+    (compose checks keys, types and group options; a value's type does not depend on the groups). Random and bayes:
+    run_cap seeded draws."""
     params = spec["parameters"]
     if spec["method"] != "grid":
         return sweep_spec.random_points(spec, seed=0)
     combos = sweep_spec.grid_points({"parameters": {k: p for k, p in params.items() if k in groups}})
     first = sweep_spec.first_point(spec)
-    points = [
-        {**first, **combo, key: value}
-        for combo in combos
+    points = [{**first, **combo} for combo in combos] + [  # every group combination with every key present,
+        {**first, **combos[0], key: value}  # and every value of every other key once
         for key, p in params.items()
         if key not in groups
         for value in sweep_spec.grid_values(p)
