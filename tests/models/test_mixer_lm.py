@@ -81,3 +81,22 @@ def test_a_kv_cache_is_counted_at_the_datas_longest_sequence():
     # 2 layers x 2 (keys, values) x T x D: at the data's seq_len when given, else at max_len
     assert MixerLM(vocab_size=32, d_model=16, max_len=1024, seq_len=128).state_size == 2 * 2 * 128 * 16
     assert MixerLM(vocab_size=32, d_model=16, max_len=1024).state_size == 2 * 2 * 1024 * 16
+
+
+def test_the_short_convolution_is_causal_and_counted_in_the_state():
+    torch.manual_seed(0)
+    net = MixerLM(vocab_size=16, mixer="linear_attention", d_model=8, layers=2, short_conv=4).double()
+    with torch.no_grad():  # y_t = Σ_j w_j x_{t-3+j}: taps 1, 2, 3, 4 on a one-channel impulse
+        conv = net.convs[0]
+        conv.weight.copy_(torch.tensor([1.0, 2.0, 3.0, 4.0]).repeat(8, 1, 1))
+        conv.bias.zero_()
+        impulse = torch.zeros(1, 8, 6, dtype=torch.float64)
+        impulse[0, :, 1] = 1.0
+        assert conv(impulse)[..., :6][0, 0].tolist() == [0.0, 4.0, 3.0, 2.0, 1.0, 0.0]
+    tokens = torch.randint(0, 16, (2, 10))
+    changed = tokens.clone()
+    changed[:, 6:] = (changed[:, 6:] + 1) % 16
+    assert torch.equal(net(tokens)[:, :6], net(changed)[:, :6])
+    assert net.state_size == 2 * 3 * 8 + MixerLM(vocab_size=16, mixer="linear_attention", d_model=8).state_size
+    with pytest.raises(ValueError, match=r"short_conv must be >= 0 \(0: none\), got -1 \(model.short_conv"):
+        MixerLM(vocab_size=16, short_conv=-1)

@@ -138,6 +138,10 @@ class MixerLM(nn.Module, StateSized):
         seq_len: the data's longest sequence (training or test; `RecallDims.seq_len`), the length at which the
             state of a mixer that keeps every key and value (attention's KV cache) is counted; None: max_len.
         mlp: a feed-forward sub-block after every mixer (Zoology's MQAR models have none).
+        short_conv: k > 0: a causal depthwise convolution of k taps on each mixer's input (the short convolution
+            that Mamba's block, H3, Based and DeltaNet put before their mixer: it lets step t see x_{t-k+1..t},
+            which a recurrent mixer needs to pair a key with the value after it); 0: none. Adds (k - 1) · D to
+            each layer's state.
         d_ff: the MLP's hidden width; None: 4 · d_model.
         dropout: dropout on the embeddings and every sub-block's output.
     """
@@ -159,6 +163,7 @@ class MixerLM(nn.Module, StateSized):
         mlp: bool = False,
         d_ff: int | None = None,
         dropout: float = 0.0,
+        short_conv: int = 0,
     ) -> None:
         super().__init__()
         d_ff = 4 * d_model if d_ff is None else d_ff
@@ -167,6 +172,10 @@ class MixerLM(nn.Module, StateSized):
         if positions not in POSITIONS:
             raise ValueError(
                 f"MixerLM: positions must be one of {POSITIONS}, got {positions!r} (model.positions in a run)"
+            )
+        if short_conv < 0:
+            raise ValueError(
+                f"MixerLM: short_conv must be >= 0 (0: none), got {short_conv} (model.short_conv in a run)"
             )
         if not 0 <= dropout < 1:
             raise ValueError(f"MixerLM: dropout must be in [0, 1), got {dropout} (model.dropout in a run)")
@@ -177,6 +186,9 @@ class MixerLM(nn.Module, StateSized):
         self.mixers = nn.ModuleList(build(d_model) for _ in range(layers))
         check_holds_a_pair(self.mixers[0], mixer, d_model)
         self.mixer_norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(layers))
+        self.convs = nn.ModuleList(  # depthwise, padded on both sides; forward keeps the first T outputs (causal)
+            nn.Conv1d(d_model, d_model, short_conv, groups=d_model, padding=short_conv - 1) for _ in range(layers)
+        ) if short_conv else None
         self.mlps = nn.ModuleList(feed_forward(d_model, d_ff, dropout) for _ in range(layers)) if mlp else None
         self.mlp_norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(layers)) if mlp else None
         self.norm = nn.LayerNorm(d_model)
@@ -185,7 +197,8 @@ class MixerLM(nn.Module, StateSized):
     @property
     def state_size(self) -> int:
         """The numbers of recurrent state one sequence holds at inference: the sum over the layers."""
-        return sum(m.state_size for m in self.mixers if isinstance(m, StateSized))
+        conv = sum((c.kernel_size[0] - 1) * c.in_channels for c in self.convs) if self.convs is not None else 0
+        return conv + sum(m.state_size for m in self.mixers if isinstance(m, StateSized))
 
     def forward(self, tokens: Tensor) -> Tensor:
         """Next-token logits at every step.
@@ -203,7 +216,10 @@ class MixerLM(nn.Module, StateSized):
         x = self.embed(tokens)  # (B, T, D)
         x = self.positions(x) if self.positions is not None else self.dropout(x)
         for i, mixer in enumerate(self.mixers):
-            x = x + self.dropout(mixer(self.mixer_norms[i](x)))  # (B, T, D)
+            h = self.mixer_norms[i](x)  # (B, T, D)
+            if self.convs is not None:  # the short convolution: outputs 0 .. T-1 of the padded one are causal
+                h = self.convs[i](h.transpose(1, 2))[..., : h.shape[1]].transpose(1, 2)
+            x = x + self.dropout(mixer(h))  # (B, T, D)
             if self.mlps is not None and self.mlp_norms is not None:
                 x = x + self.dropout(self.mlps[i](self.mlp_norms[i](x)))
         return cast(Tensor, self.head(self.norm(x)))  # (B, T, V)
