@@ -197,7 +197,8 @@ class MixerLM(nn.Module, StateSized):
     @property
     def state_size(self) -> int:
         """The numbers of recurrent state one sequence holds at inference: the sum over the layers."""
-        conv = sum((c.kernel_size[0] - 1) * c.in_channels for c in self.convs) if self.convs is not None else 0
+        convs = [c for c in self.convs if isinstance(c, nn.Conv1d)] if self.convs is not None else []
+        conv = sum((c.kernel_size[0] - 1) * c.in_channels for c in convs)  # each keeps its last k - 1 inputs
         return conv + sum(m.state_size for m in self.mixers if isinstance(m, StateSized))
 
     def forward(self, tokens: Tensor) -> Tensor:
