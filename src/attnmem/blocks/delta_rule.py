@@ -9,6 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnmem.blocks.heads import merge_heads, split_heads
+
 __all__ = ["DeltaRule"]
 
 
@@ -55,20 +57,14 @@ class DeltaRule(nn.Module):
 
     def _heads(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """q, k (L2-normalised), v of every head, each (B, H, T, Dh), and β (B, H, T)."""
-        b, t, _ = x.shape
-
-        def split(y: Tensor) -> Tensor:
-            return y.view(b, t, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
-
-        q = F.normalize(split(self.q_proj(x)), dim=-1)
-        k = F.normalize(split(self.k_proj(x)), dim=-1)
+        q = F.normalize(split_heads(self.q_proj(x), self.heads), dim=-1)
+        k = F.normalize(split_heads(self.k_proj(x), self.heads), dim=-1)
         beta = torch.sigmoid(self.beta_proj(x)).transpose(1, 2)  # (B, H, T)
-        return q, k, split(self.v_proj(x)), beta
+        return q, k, split_heads(self.v_proj(x), self.heads), beta
 
     def _merge(self, y: Tensor) -> Tensor:
         """The heads' outputs (B, H, T, Dh) concatenated and projected: (B, T, D)."""
-        b, _, t, _ = y.shape
-        return cast(Tensor, self.out_proj(y.transpose(1, 2).reshape(b, t, self.d_model)))  # (B, T, D)
+        return cast(Tensor, self.out_proj(merge_heads(y)))  # (B, T, D)
 
     def forward(self, x: Tensor) -> Tensor:
         """The chunkwise parallel form: the WY representation within a chunk, the state carried across chunks.

@@ -10,6 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from attnmem.attention.scores import score_factory
+from attnmem.blocks.heads import merge_heads, split_heads
 from attnmem.blocks.hopfield_update import update
 from attnmem.core.float32 import in_float32
 
@@ -100,12 +101,8 @@ class HopfieldMixer(nn.Module):
 
     def _heads(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """The state patterns, keys and values of every head: each (B, H, T, Dh)."""
-        b, t, _ = x.shape
-
-        def split(y: Tensor) -> Tensor:
-            return y.view(b, t, self.heads, self.head_dim).transpose(1, 2)
-
-        return split(self.q_proj(x)), split(self.k_proj(x)), split(self.v_proj(x))
+        q, k, v = (split_heads(proj(x), self.heads) for proj in (self.q_proj, self.k_proj, self.v_proj))
+        return q, k, v
 
     def _stored(self, context: Tensor, patterns: Tensor) -> Tensor:
         """The learned patterns (H, S, Dh) before the context's (B, H, T, Dh): (B, H, S + T, Dh)."""
@@ -121,8 +118,7 @@ class HopfieldMixer(nn.Module):
 
     def _merge(self, read: Tensor) -> Tensor:
         """The heads' reads (B, H, T, Dh) side by side, projected: (B, T, D)."""
-        b, _, t, _ = read.shape
-        return cast(Tensor, self.out_proj(read.transpose(1, 2).reshape(b, t, self.d_model)))
+        return cast(Tensor, self.out_proj(merge_heads(read)))  # (B, T, D)
 
     def forward(self, x: Tensor) -> Tensor:
         """Every position's retrieval from the learned patterns and its past, all positions at once.

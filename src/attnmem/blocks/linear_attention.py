@@ -9,6 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnmem.blocks.heads import merge_heads, split_heads
+
 __all__ = ["LinearAttention"]
 
 
@@ -73,17 +75,12 @@ class LinearAttention(nn.Module):
 
     def _heads(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """φ(q), φ(k) and v of every head: each (B, H, T, Dh)."""
-        b, t, _ = x.shape
-
-        def split(y: Tensor) -> Tensor:
-            return y.view(b, t, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
-
-        return self.phi(split(self.q_proj(x))), self.phi(split(self.k_proj(x))), split(self.v_proj(x))
+        q, k, v = (split_heads(proj(x), self.heads) for proj in (self.q_proj, self.k_proj, self.v_proj))
+        return self.phi(q), self.phi(k), v
 
     def _merge(self, y: Tensor) -> Tensor:
         """The heads' outputs (B, H, T, Dh) concatenated and projected: (B, T, D)."""
-        b, _, t, _ = y.shape
-        return cast(Tensor, self.out_proj(y.transpose(1, 2).reshape(b, t, self.d_model)))  # (B, T, D)
+        return cast(Tensor, self.out_proj(merge_heads(y)))  # (B, T, D)
 
     def forward(self, x: Tensor) -> Tensor:
         """All positions at once: the causal masked quadratic form (φ(Q)φ(K)ᵀ ⊙ M) V, M lower triangular.

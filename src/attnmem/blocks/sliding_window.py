@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnmem.attention import ScaledDot, attend
+from attnmem.blocks.heads import merge_heads, split_heads
 
 __all__ = ["SlidingWindow"]
 
@@ -52,14 +53,13 @@ class SlidingWindow(nn.Module):
         b, t, _ = x.shape
 
         def split(y: Tensor) -> Tensor:
-            return y.view(b, t, self.heads, self.head_dim).transpose(1, 2).reshape(b * self.heads, t, self.head_dim)
+            return split_heads(y, self.heads).reshape(b * self.heads, t, self.head_dim)  # (B·H, T, Dh)
 
         return split(self.q_proj(x)), split(self.k_proj(x)), split(self.v_proj(x))
 
     def _merge(self, context: Tensor, b: int) -> Tensor:
         """The heads' contexts (B·H, T, Dh) concatenated and projected: (B, T, D)."""
-        t = context.shape[1]
-        context = context.view(b, self.heads, t, self.head_dim).transpose(1, 2).reshape(b, t, self.d_model)
+        context = merge_heads(context.view(b, self.heads, context.shape[1], self.head_dim))  # (B, T, D)
         return cast(Tensor, self.out_proj(context))  # (B, T, D)
 
     def _blocks(self, n: int, c: int, device: torch.device) -> Tensor:
