@@ -289,6 +289,27 @@ def test_each_replica_keeps_its_best_state_and_stops_on_its_own_patience(compose
     assert float(module.best_state[0]["memn2n.B.weight"][0, 0]) == 1.0  # the state of epoch 1, its first best
 
 
+def test_each_replica_stops_past_the_stopping_threshold_as_a_single_run_does(compose_cfg):
+    from attnmem.runtime import run
+
+    _, module, _ = run.setup(compose_cfg(FAST[0], *MEMN2N[len(FAST):], "replicas=3",
+                                         "+callbacks.early_stopping.stopping_threshold=0.9"))
+    for acc0, acc1, acc2 in [(0.5, 0.8, 0.2), (0.95, 0.9, 0.3)]:
+        for r, acc in enumerate((acc0, acc1, acc2)):
+            module._keep_best(r, {"val/acc": acc})
+    # Lightning's rule: strictly past the threshold (0.9 is not), whatever the patience
+    assert "past stopping_threshold 0.9" in module.stopped[0] and not module.stopped[1] and not module.stopped[2]
+    assert module.active() == [1, 2]
+
+
+def test_a_run_whose_replicas_stop_at_the_threshold_ends_early_and_reports_why(tmp_path):
+    # 2 epochs of 25 steps; every replica is past 0.0 at the first validation, so the run ends after epoch 1
+    _, metrics = train(tmp_path, FAST[0], *MEMN2N[len(FAST):], "replicas=2",
+                       "+callbacks.early_stopping.stopping_threshold=0.0")
+    assert metrics["global_step"] == 25
+    assert all("past stopping_threshold 0.0" in metrics[f"replicas/{r}/stopped"] for r in range(2))
+
+
 @pytest.mark.parametrize(("overrides", "fragments"), [
     ([*MEMN2N, "replicas=0"], ["replicas=0", ">= 1"]),
     ([*FAST, "replicas=2", "model=hopfield"], ["replicas=2", "no trainable parameters", "replicas=1"]),

@@ -133,6 +133,7 @@ def test_the_summary_has_one_number_format():
     assert console.format_value("params", 5680.0) == "5,680"
     assert console.format_value("steps/s", 12.3456) == "12.35"
     assert console.format_value("val/loss", 1.23456) == "1.235"
+    assert console.format_value("replicas/0/stopped", "early stopping at epoch 3") == "early stopping at epoch 3"
 
 
 def _colour_bars(fig: object) -> list[str]:

@@ -116,7 +116,8 @@ def parse_select(cfg: DictConfig, monitor: str, mode: str) -> tuple[str, str]:
 def build(cfg: DictConfig, count: int, datamodule: L.LightningDataModule,
           family_module: Callable[[], FamilyModule]) -> tuple[Any, FamilyModule | Replicas]:
     """The datamodule and family module of the run: as they are for one replica; for R, `ReplicaData` and
-    `Replicas`, replica r built under seed `seed + r`, applying the early-stopping callback's patience to each."""
+    `Replicas`, replica r built under seed `seed + r`, applying the early-stopping callback's patience and
+    `stopping_threshold` to each."""
     if count == 1:
         return datamodule, family_module()
     streams = Streams([cfg.seed + r for r in range(count)])
@@ -138,7 +139,8 @@ def build(cfg: DictConfig, count: int, datamodule: L.LightningDataModule,
                       # a run reports the state its checkpoint callback picks by the monitor; with none, the last
                       keep_best=bool(checkpointing and checkpointing.get("monitor")),
                       patience=stopping.get("patience", 3) if stopping else None,
-                      min_delta=float(stopping.get("min_delta", 0.0)) if stopping else 0.0)
+                      min_delta=float(stopping.get("min_delta", 0.0)) if stopping else 0.0,
+                      stopping_threshold=stopping.get("stopping_threshold") if stopping else None)
     return ReplicaData(datamodule, streams), module
 
 

@@ -2,17 +2,16 @@
 
 Replica r is the family module a single run with `seed=seed+r` builds; it draws from its own random streams
 (`replicas.streams`), is clipped by its own gradient norm, keeps its own best state by the monitor, stops early
-on its own patience and, when its loss turns non-finite, stops there with its best state (a single run's
-`FiniteLoss` would stop the run). One optimizer over all replicas' parameters is R separate ones for
-elementwise optimizers (Adam, SGD). Their losses are summed, so each replica's gradient is its own.
-A model with a batched path (`replicas.models.batched_path`) trains all replicas in one `vmap` or folded batch
-(`replicas.batch`), their batches padded to one shape where its path names the keys that pad (MemN2N's stories hold
-as many slots as each batch's longest); a step whose batches still differ, and the other models, loop over them.
+on its own patience or `stopping_threshold` and, when its loss turns non-finite, stops there with its best state
+(a single run's `FiniteLoss` would stop the run). One optimizer over all replicas' parameters is R separate ones for
+elementwise optimizers (Adam, SGD). Their losses are summed, so each replica's gradient is its own. A model with a
+batched path (`replicas.models.batched_path`) trains all replicas in one `vmap` or folded batch (`replicas.batch`),
+their batches padded to one shape where its path names the keys that pad (MemN2N's stories hold as many slots as
+each batch's longest); a step whose batches still differ, and the other models, loop over them.
 
-Logged: every replica's metrics as `replicas/<r>/<key>`; while training the plain keys hold the replicas'
-mean (what the progress bar, the checkpoint and the learning curves follow); in the final validation and test,
-the selected replica's (`select`: a `train/` or `val/` key and `min|max`), with `replicas/mean/<key>` and
-`replicas/std/<key>` beside them.
+Logged: every replica's metrics as `replicas/<r>/<key>`; while training the plain keys hold the replicas' mean (what
+the progress bar, the checkpoint and the learning curves follow); in the final validation and test, the selected
+replica's (`select`: a `train/` or `val/` key and `min|max`), with `replicas/mean/<key>` and `replicas/std/<key>`.
 """
 
 from __future__ import annotations
@@ -45,12 +44,12 @@ class Replicas(L.LightningModule):
 
     def __init__(self, members: Sequence[FamilyModule], *, streams: Streams, monitor: str, mode: str,
                  select: tuple[str, str], keep_best: bool = True, patience: int | None = None,
-                 min_delta: float = 0.0) -> None:
+                 min_delta: float = 0.0, stopping_threshold: float | None = None) -> None:
         super().__init__()
         self.members = nn.ModuleList(members)  # registered: the checkpoint's `members.<r>.net...`
         self.replica_modules: list[FamilyModule] = list(members)  # the same, typed
-        self.streams, self.monitor, self.mode, self.select = streams, monitor, mode, select
-        self.patience, self.min_delta, self.keep_best = patience, abs(min_delta), keep_best
+        self.streams, self.monitor, self.mode, self.select, self.keep_best = streams, monitor, mode, select, keep_best
+        self.patience, self.min_delta, self.threshold = patience, abs(min_delta), stopping_threshold
         path = batched_path(members[0].net)  # decided once: how the replicas run batched (None: a loop)
         self.batched = path is not None
         self.batched_forward = [Batched(path)] if path is not None else []  # a list: not a submodule
@@ -154,15 +153,14 @@ class Replicas(L.LightningModule):
         self._log_final("test", [_floats(m.epoch_metrics("test")) for m in self.replica_modules])
 
     def _check_select(self, split: str, values: list[dict[str, float]]) -> None:
-        key = self.select[0]
-        logged = set().union(*values)
+        key, logged = self.select[0], set().union(*values)
         if key.startswith(split) and logged and key not in logged:
             names = ", ".join(sorted(k for k in logged if "/" not in k.removeprefix(split)))
             raise UserError(f"replica_select={key}:{self.select[1]}: the run logs no {key}; it logs {names}: "
                             f"pass replica_select=<one of them>:<min|max>")
 
     def _keep_best(self, r: int, logged: dict[str, float]) -> None:
-        # a replica's best state by the monitor, and its own early stopping (the EarlyStopping callback's rule)
+        # a replica's best state by the monitor, its own early stopping (EarlyStopping's rules: threshold, patience)
         score, best = logged.get(self.monitor), self.best_score[r]
         if score is None or math.isnan(score):
             return
@@ -171,10 +169,12 @@ class Replicas(L.LightningModule):
             self.best_score[r], self.best_val[r] = score, logged
         if better and self.keep_best:
             self.best_state[r] = {k: v.detach().clone() for k, v in self.replica_modules[r].net.state_dict().items()}
-        delta = self.min_delta
+        delta, limit = self.min_delta, self.threshold
         improved = best is None or (score < best - delta if self.mode == "min" else score > best + delta)
         self.wait[r] = 0 if improved else self.wait[r] + 1
-        if self.patience is not None and self.wait[r] >= self.patience:
+        if limit is not None and (score < limit if self.mode == "min" else score > limit):
+            self.stopped[r] = f"{self.monitor} past stopping_threshold {limit} at epoch {self.current_epoch}"
+        elif self.patience is not None and self.wait[r] >= self.patience:
             self.stopped[r] = f"early stopping at epoch {self.current_epoch}"
 
     def _log_replicas(self, values: list[dict[str, float]]) -> None:

@@ -75,8 +75,11 @@ def note(message: str) -> None:
     console.print(f"[yellow]note:[/] {message}", soft_wrap=True)
 
 
-def format_value(key: str, value: float) -> str:
-    """A summary value: a rate as a percentage (2 decimals), a count as an integer, the rest to 4 digits."""
+def format_value(key: str, value: float | str) -> str:
+    """A summary value: a rate as a percentage (2 decimals), a count as an integer, the rest to 4 digits; text (how a
+    replica stopped) as it is."""
+    if isinstance(value, str):
+        return value
     name = key.rsplit("/", 1)[-1]
     if name in RATES:
         return f"{100 * value:.2f}%"
