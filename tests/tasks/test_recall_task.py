@@ -103,3 +103,38 @@ def test_a_tiny_net_learns_on_mqar():
         losses.append(float(loss.detach()))
     assert losses[-1] < 0.8 * losses[0]  # it learns the value half of the vocabulary, if not which value
     assert task.epoch_metrics("train")["train/acc"] <= 1.0
+
+
+class _Data:
+    """A datamodule whose validation set is BATCH twice (two batches)."""
+
+    def val_dataloader(self) -> list[dict[str, torch.Tensor]]:
+        return [BATCH, BATCH]
+
+
+def test_plots_show_the_answers_and_the_accuracy_at_each_position(tmp_path, monkeypatch):
+    from attnmem.evaluation import recall_plots
+
+    drawn = {}
+    for name in ("recall_examples", "accuracy_by_position"):
+        real = getattr(recall_plots, name)
+        monkeypatch.setattr(recall_plots, name, lambda *a, real=real, name=name: drawn.setdefault(name, a) and real(*a))
+    task = RecallTask(_Fixed(LOGITS), optimizer=torch.optim.SGD, dims=RecallDims(vocab_size=3, seq_len=4))
+    paths = task.plot_examples(_Data(), tmp_path, num_examples=1)
+    assert [p.name for p in paths] == ["examples.png", "accuracy_by_position.png"] and all(p.is_file() for p in paths)
+    inputs, targets, predicted, scored = drawn["recall_examples"]
+    assert predicted.tolist() == [[0, 1, 2, 0]] and scored.tolist() == [[False, True, False, True]]
+    correct, count = drawn["accuracy_by_position"]  # by hand from LOGITS / TARGETS, over both batches
+    assert correct.tolist() == [2, 2, 2, 0] and count.tolist() == [2, 2, 2, 4]
+    assert task.net.training  # its mode restored
+
+
+def test_the_examples_colour_right_and_wrong_answers():
+    from attnmem.evaluation import recall_plots
+
+    fig = recall_plots.recall_examples(BATCH["inputs"], TARGETS, LOGITS.argmax(-1), TARGETS != -100)
+    cells = fig.axes[0].images[0].get_array()
+    assert cells.tolist() == [[0, 1, 0, 2], [1, 0, 1, 2]]  # 0 not scored, 1 right, 2 wrong
+    assert "3 of 5 right" in fig.axes[0].get_title()
+    bars = recall_plots.accuracy_by_position(torch.tensor([2, 0, 1]), torch.tensor([2, 0, 4])).axes[0].patches
+    assert [(b.get_x() + b.get_width() / 2, b.get_height()) for b in bars] == [(0.0, 1.0), (2.0, 0.25)]

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, ClassVar
 
+import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnmem.core.dims import RecallDims
+from attnmem.evaluation import plots, recall_plots
 from attnmem.models.contract import StateSized
 from attnmem.tasks.family import FamilyModule
 from attnmem.tasks.metrics import Sums, SumsDict, counted
@@ -75,3 +78,20 @@ class RecallTask(FamilyModule):
         if split == "test" and logged:  # constants, logged once so that metrics.json holds them
             logged |= {k: torch.tensor(float(v), device=self.device) for k, v in self.sizes.items()}
         return logged
+
+    @torch.no_grad()
+    def plot_examples(self, datamodule: L.LightningDataModule, out_dir: Path, num_examples: int) -> list[Path]:
+        """The first validation examples with the model's answers at the scored positions, and the accuracy at each
+        position over the whole validation set (eval mode)."""
+        was_training, sums, first = self.net.training, torch.zeros(2, 1, dtype=torch.long), None
+        self.net.eval()
+        for batch in datamodule.val_dataloader():
+            inputs, targets = batch["inputs"].to(self.device), batch["targets"].to(self.device)
+            predicted, scored = self.net(inputs).argmax(-1), targets != IGNORE  # (B, T) each
+            sums = sums + torch.stack([((predicted == targets) & scored).sum(0), scored.sum(0)]).cpu()  # (2, T)
+            first = first or [t[:num_examples].cpu() for t in (inputs, targets, predicted, scored)]
+        self.net.train(was_training)
+        if first is None:
+            return []
+        return [plots.save(recall_plots.recall_examples(*first), out_dir / "examples.png"),
+                plots.save(recall_plots.accuracy_by_position(*sums), out_dir / "accuracy_by_position.png")]
