@@ -115,8 +115,8 @@ def memory_step(xi: Tensor, state: tuple[Tensor, ...], lay: Layout, link_out: Te
     new_write = gates[1] * mix
     erased = memory * psi.unsqueeze(-1) if lay.deallocation else memory
     erase = sig["erase"]
-    keep = k.one - torch.bmm(new_write.unsqueeze(-1), erase.unsqueeze(1))  # (B, N, W)
-    new_memory = (erased * keep).baddbmm_(new_write.unsqueeze(-1), x["vector"].unsqueeze(1))
+    keep = torch.addcmul(k.one, new_write.unsqueeze(-1), erase.unsqueeze(1), value=-1)  # (B, N, W)
+    new_memory = (erased * keep).addcmul_(new_write.unsqueeze(-1), x["vector"].unsqueeze(1))
     new_link, forward, backward = link_forward(link, new_write, precedence, read_w, link_out, k.one)
     directions: tuple[Tensor, ...] = (forward, backward)
     if lay.link_sharpness:

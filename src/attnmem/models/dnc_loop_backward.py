@@ -11,7 +11,7 @@ from torch import Tensor
 
 from attnmem.blocks.dnc_memory import EPS, link_backward
 
-__all__ = ["Constants", "allocation_backward", "content_backward", "memory_backward", "softmax_backward"]
+__all__ = ["Constants", "column", "allocation_backward", "content_backward", "memory_backward", "softmax_backward"]
 
 aten = torch.ops.aten
 
@@ -28,6 +28,12 @@ class Constants(NamedTuple):
     def like(cls, x: Tensor, eps: float) -> Constants:
         """The constants in the dtype and device of `x`."""
         return cls(*(x.new_tensor(v) for v in (1.0, 0.0, eps, EPS)))
+
+
+def column(x: Tensor) -> Tensor:
+    """`x (B, K)` as columns (B, K, 1) with the strides of a transposed row: MKL's batched product of a matrix and
+    such a column is several times faster on CPU than of a contiguous one (issue 53)."""
+    return x.unsqueeze(-2).mT
 
 
 def softmax_backward(grad: Tensor, output: Tensor) -> Tensor:
@@ -80,7 +86,7 @@ def _read_backward(s: dict[str, Any], d_read: Tensor, d_reads: Tensor, lay: Any,
     d_read = torch.baddbmm(d_read, d_reads, new_memory.mT)  # (B, R, N)
     d_memory = torch.bmm(s["new_read"].mT, d_reads)  # (B, N, W)
     b, r, n = d_read.shape
-    d_modes = torch.bmm(s["choices"].view(b * r, 3, n), d_read.reshape(b * r, n, 1)).view(b, r, 3)
+    d_modes = torch.bmm(s["choices"].view(b * r, 3, n), column(d_read.reshape(b * r, n))).view(b, r, 3)
     d_modes = softmax_backward(d_modes, s["modes"])
     d_backward, d_content, d_forward = (s["modes"].unsqueeze(-1) * d_read.unsqueeze(-2)).unbind(2)
     d_key, d_beta, d_mask, d_mem = content_backward(d_content, s["read"], new_memory, x["read_keys"].view(b, r, -1),
@@ -100,7 +106,7 @@ def _write_backward(s: dict[str, Any], d_memory: Tensor, d_write: Tensor, lay: A
     """Through M_t = M' ∘ (E - w^w e^T) + w^w v^T, w^w = g^w (g^a a + (1 - g^a) c^w) and the write content lookup."""
     w, erase, x, gates = s["new_write"], s["erase"], s["x"], s["gates"]
     d_keep = d_memory * s["erased"]  # (B, N, W)
-    d_write = d_write + torch.baddbmm(torch.bmm(d_memory, x["vector"].unsqueeze(-1)), d_keep, erase.unsqueeze(-1),
+    d_write = d_write + torch.baddbmm(torch.bmm(d_memory, column(x["vector"])), d_keep, column(erase),
                                       alpha=-1).squeeze(-1)
     row = w.unsqueeze(1)  # (B, 1, N)
     d_erase, d_vector = torch.bmm(row, d_keep).squeeze(1).neg_(), torch.bmm(row, d_memory).squeeze(1)
