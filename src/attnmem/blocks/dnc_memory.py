@@ -103,10 +103,11 @@ def link_forward(link: Tensor, write_weights: Tensor, precedence: Tensor, read_w
                  out: Tensor | None = None, one: float | Tensor = 1.0) -> tuple[Tensor, Tensor, Tensor]:
     """L_t (into `out` if given), f_t and b_t (`link_update`, `directional_weights`) without autograd's
     temporaries (no gradient); `one`: 1 (a 0-dim tensor spares torch's copy of a Python scalar)."""
-    w_i, w_j = (one - write_weights).unsqueeze(-1), write_weights.unsqueeze(-2)  # (B, N, 1), (B, 1, N)
-    new = (torch.sub(w_i, w_j) if out is None else torch.sub(w_i, w_j, out=out)).mul_(link)
-    new.addcmul_(write_weights.unsqueeze(-1), precedence.unsqueeze(-2))
-    new.diagonal(dim1=-2, dim2=-1).zero_()
+    # (1 - w_i - w_j) L + w_i p_j = lerp(L, p_j, w_i) - L w_j: two passes over (B, N, N), not three
+    w_i, w_j = write_weights.unsqueeze(-1), write_weights.unsqueeze(-2)  # (B, N, 1), (B, 1, N)
+    new = torch.lerp(link, precedence.unsqueeze(-2), w_i) if out is None else \
+        torch.lerp(link, precedence.unsqueeze(-2), w_i, out=out)
+    new.addcmul_(link, w_j, value=-1).diagonal(dim1=-2, dim2=-1).zero_()
     # on CPU a matrix times columns is faster than rows times its transpose: f = (L_t w^r^T)^T
     return new, torch.bmm(new, read_weights.mT).mT, torch.bmm(read_weights, new)
 
