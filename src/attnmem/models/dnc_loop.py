@@ -276,17 +276,19 @@ class DNCLoop(Function):
         d_r = hs.new_zeros(hs.shape[0], r, lay.memory_width)
         d_pres, d_zs = [], []
         k = Constants.like(hs, lay.eps)
-        grads_xi = activation_grads(torch.stack([s["pre"] for s in stash], 1), lay)  # (B, T, I)
-        for t in reversed(range(len(stash))):
+        grads_xi = activation_grads(torch.stack([s["pre"] for s in stash], 1), lay).unbind(1)  # T of (B, I)
+        nones = [None] * len(stash)
+        for t, d_r_t, d_h_t in zip(reversed(range(len(stash))), *(nones if g is None else reversed(g.unbind(1))
+                                                                  for g in (d_reads, d_hs)), strict=True):
             s = stash[t]
-            d_r = d_r if d_reads is None else d_r + d_reads[:, t]
-            d_h = d_h if d_hs is None else d_h + d_hs[:, t]
+            d_r = d_r if d_r_t is None else d_r + d_r_t
+            d_h = d_h if d_h_t is None else d_h + d_h_t
             if d_weights is not None:
                 grads = (*grads[:4], grads[4] + d_weights[:, t, :r], grads[5] + d_weights[:, t, r])
             spare = grads[2]
             d_xi, grads = memory_backward(s, grads, d_r, lay, work, k)
             work = spare
-            d_pre = d_xi.mul_(grads_xi[:, t])
+            d_pre = d_xi.mul_(grads_xi[t])
             d_z, d_c = _controller_backward(affine(d_h, d_pre, w_if, groups), d_c, s)
             d_prev_in = affine(None, d_z, w_rec, groups)  # (B, R·W + C)
             d_r, d_h = d_prev_in[:, :rw].view_as(d_r), d_prev_in[:, rw:]
