@@ -119,18 +119,13 @@ def link_backward(grad_link: Tensor | None, grad_forward: Tensor, grad_backward:
 
     With `work`, a spare (B, N, N) tensor, `grad_link` is overwritten and L_{t-1}'s gradient written into `work`:
     no fresh N × N tensor (a time loop's ping-pong of two buffers; fresh ones cost page faults on CPU)."""
-    # f = rw L_t^T, b = rw L_t: d rw = g_f L_t + g_b L_t^T, dL_t = G + g_f^T rw + rw^T g_b, head by head (an outer
-    # product each: a batched product of width 2R is slower on CPU)
+    # f = rw L_t^T, b = rw L_t: d rw = g_f L_t + g_b L_t^T, dL_t = G + g_f^T rw + rw^T g_b
     grad_rw = torch.bmm(grad_forward, new).add_(torch.bmm(new, grad_backward.mT).mT)
-    d = grad_link
-    for g_f, g_b, r in zip(grad_forward.unbind(1), grad_backward.unbind(1), rw.unbind(1), strict=True):
-        if d is None:
-            d = g_f.unsqueeze(-1) * r.unsqueeze(-2)
-        else:
-            d = d.addcmul_(g_f.unsqueeze(-1), r.unsqueeze(-2)) if work is not None and d is grad_link \
-                else d.addcmul(g_f.unsqueeze(-1), r.unsqueeze(-2))
-        d.addcmul_(r.unsqueeze(-1), g_b.unsqueeze(-2))
-    assert d is not None  # (at least one head)
+    d = torch.zeros_like(new) if grad_link is None else grad_link if work is not None else grad_link.clone()
+    if rw.shape[1] == 1:  # one head: two outer products (~2× faster on CPU than a batched product of width 1)
+        d.addcmul_(grad_forward.mT, rw).addcmul_(rw.mT, grad_backward)
+    else:
+        d.baddbmm_(grad_forward.mT, rw).baddbmm_(rw.mT, grad_backward)
     d.diagonal(dim1=-2, dim2=-1).zero_()  # L_t[i, i] = 0 whatever the inputs
     # L_t = (1 - w_i - w_j) L_{t-1} + w_i p_j off the diagonal
     s = torch.mul(d, link) if work is None else torch.mul(d, link, out=work)  # (B, N, N)

@@ -83,12 +83,15 @@ def allocation_backward(d_alloc: Tensor, stash: tuple[Tensor, ...], k: Constants
     return torch.empty_like(d_alloc).scatter_(-1, phi, d_sorted)  # φ is a permutation: every entry written
 
 
-def _read_backward(s: dict[str, Any], d_read: Tensor, d_reads: Tensor, lay: Any, k: Constants) -> tuple:
-    """Through r = w^r M_t, the read modes, the read content lookup and the link sharpening."""
+def _read_backward(s: dict[str, Any], d_read: Tensor, d_reads: Tensor, d_memory: Tensor, lay: Any,
+                   k: Constants) -> tuple:
+    """Through r = w^r M_t, the read modes, the read content lookup and the link sharpening; `d_memory`: M_t's
+    gradient from the steps after."""
     new_memory, x = s["new_memory"], s["x"]
     d_read = torch.baddbmm(d_read, d_reads, new_memory.mT)  # (B, R, N)
     r = d_reads.shape[1]
-    d_memory = s["new_read"].mT * d_reads if r == 1 else torch.bmm(s["new_read"].mT, d_reads)  # (B, N, W)
+    product = torch.addcmul if r == 1 else torch.baddbmm  # one head: an outer product
+    d_memory = product(d_memory, s["new_read"].mT, d_reads)  # (B, N, W)
     b, n = d_read.shape[0], d_read.shape[2]
     d_modes = torch.bmm(s["choices"].view(b * r, 3, n), column(d_read.reshape(b * r, n))).view(b, r, 3)
     d_modes = softmax_backward(d_modes, s["modes"])
@@ -158,8 +161,7 @@ def memory_backward(s: dict[str, Any], grads: tuple[Tensor, ...], d_reads: Tenso
     d_memory, d_usage, d_link, d_prec, d_read, d_write = grads
     memory, _, link, precedence, read_w, _ = s["state"]
     new_write = s["new_write"]
-    d_memory, d_forward, d_backward, parts = _read_backward(s, d_read, d_reads, lay, k)
-    d_memory = d_memory.add_(grads[0])
+    d_memory, d_forward, d_backward, parts = _read_backward(s, d_read, d_reads, grads[0], lay, k)
     d_prec_prev = s["unwritten"] * d_prec  # p_t = (1 - Σ w^w) p_{t-1} + w^w
     d_write = d_write + d_prec - (d_prec * precedence).sum(-1, keepdim=True)
     d_link, d_w, d_p, d_read_prev = link_backward(d_link, d_forward, d_backward, link, new_write, precedence, read_w,
