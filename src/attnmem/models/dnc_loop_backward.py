@@ -11,7 +11,7 @@ from torch import Tensor
 
 from attnmem.blocks.dnc_memory import EPS, link_backward
 
-__all__ = ["Constants", "column", "allocation_backward", "content_backward", "memory_backward", "softmax_backward"]
+__all__ = ["Constants", "allocation_backward", "content_backward", "memory_backward", "softmax_backward"]
 
 aten = torch.ops.aten
 
@@ -30,7 +30,7 @@ class Constants(NamedTuple):
         return cls(*(x.new_tensor(v) for v in (1.0, 0.0, eps, EPS)))
 
 
-def column(x: Tensor) -> Tensor:
+def _column(x: Tensor) -> Tensor:
     """`x (B, K)` as columns (B, K, 1) with the strides of a transposed row: MKL's batched product of a matrix and
     such a column is several times faster on CPU than of a contiguous one (issue 53)."""
     return x.unsqueeze(-2).mT
@@ -93,7 +93,7 @@ def _read_backward(s: dict[str, Any], d_read: Tensor, d_reads: Tensor, d_memory:
     product = torch.addcmul if r == 1 else torch.baddbmm  # one head: an outer product
     d_memory = product(d_memory, s["new_read"].mT, d_reads)  # (B, N, W)
     b, n = d_read.shape[0], d_read.shape[2]
-    d_modes = torch.bmm(s["choices"].view(b * r, 3, n), column(d_read.reshape(b * r, n))).view(b, r, 3)
+    d_modes = torch.bmm(s["choices"].view(b * r, 3, n), _column(d_read.reshape(b * r, n))).view(b, r, 3)
     d_modes = softmax_backward(d_modes, s["modes"])
     d_backward, d_content, d_forward = (s["modes"].unsqueeze(-1) * d_read.unsqueeze(-2)).unbind(2)
     d_key, d_beta, d_mask, d_mem = content_backward(d_content, s["read"], new_memory, x["read_keys"].view(b, r, -1),
@@ -113,7 +113,7 @@ def _write_backward(s: dict[str, Any], d_memory: Tensor, d_write: Tensor, lay: A
     """Through M_t = M' ∘ (E - w^w e^T) + w^w v^T, w^w = g^w (g^a a + (1 - g^a) c^w) and the write content lookup."""
     w, erase, x, gates = s["new_write"], s["erase"], s["x"], s["gates"]
     d_keep = d_memory * s["erased"]  # (B, N, W)
-    d_write = d_write + torch.baddbmm(torch.bmm(d_memory, column(x["vector"])), d_keep, column(erase),
+    d_write = d_write + torch.baddbmm(torch.bmm(d_memory, _column(x["vector"])), d_keep, _column(erase),
                                       alpha=-1).squeeze(-1)
     row = w.unsqueeze(1)  # (B, 1, N)
     d_erase, d_vector = torch.bmm(row, d_keep).squeeze(1).neg_(), torch.bmm(row, d_memory).squeeze(1)
@@ -161,7 +161,7 @@ def memory_backward(s: dict[str, Any], grads: tuple[Tensor, ...], d_reads: Tenso
     d_memory, d_usage, d_link, d_prec, d_read, d_write = grads
     memory, _, link, precedence, read_w, _ = s["state"]
     new_write = s["new_write"]
-    d_memory, d_forward, d_backward, parts = _read_backward(s, d_read, d_reads, grads[0], lay, k)
+    d_memory, d_forward, d_backward, parts = _read_backward(s, d_read, d_reads, d_memory, lay, k)
     d_prec_prev = s["unwritten"] * d_prec  # p_t = (1 - Σ w^w) p_{t-1} + w^w
     d_write = d_write + d_prec - (d_prec * precedence).sum(-1, keepdim=True)
     d_link, d_w, d_p, d_read_prev = link_backward(d_link, d_forward, d_backward, link, new_write, precedence, read_w,
