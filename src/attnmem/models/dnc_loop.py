@@ -16,7 +16,7 @@ from torch import Tensor
 from attnmem.blocks.dnc_memory import link_forward
 from attnmem.core.autograd import Function
 from attnmem.core.float32 import in_float32
-from attnmem.models.dnc_loop_backward import Constants, memory_backward
+from attnmem.models.dnc_loop_backward import Constants, memory_backward, prepare
 
 __all__ = ["DNCLoop", "Layout", "dnc_loop"]
 
@@ -277,6 +277,7 @@ class DNCLoop(Function):
         d_pres, d_zs = [], []
         k = Constants.like(hs, lay.eps)
         grads_xi = activation_grads(torch.stack([s["pre"] for s in stash], 1), lay).unbind(1)  # T of (B, I)
+        prepare(stash, k)
         nones = [None] * len(stash)
         for t, d_r_t, d_h_t in zip(reversed(range(len(stash))), *(nones if g is None else reversed(g.unbind(1))
                                                                   for g in (d_reads, d_hs)), strict=True):
