@@ -104,3 +104,18 @@ def test_a_second_backward_works_unless_another_call_took_the_link_buffer():
     model(x)  # takes the buffer back
     with pytest.raises(RuntimeError, match="second backward"):
         y.backward()
+
+
+def test_strengths_past_softplus_threshold_match_the_step_by_step_model():
+    # the fused loop takes oneplus as 1 + log(1 + e^ξ) (`torch.logaddexp`); softplus returns ξ itself past 20
+    torch.manual_seed(0)
+    model = make_dnc(interface_clip=40.0)
+    with torch.no_grad():
+        model.core.interface_proj.bias.add_(30.0)  # every ξ past the threshold (and the gates saturated)
+    stepwise = copy.deepcopy(model)
+    stepwise.fused = None
+    x = torch.rand(2, 5, 5, dtype=torch.float64)
+    fused, reference = _run(model, x), _run(stepwise, x)
+    torch.testing.assert_close(fused[0], reference[0], rtol=1e-9, atol=1e-12)
+    for name, grad in reference[2].items():
+        torch.testing.assert_close(fused[2][name], grad, rtol=1e-6, atol=1e-9, msg=name)

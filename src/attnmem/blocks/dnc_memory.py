@@ -103,10 +103,11 @@ def link_forward(link: Tensor, write_weights: Tensor, precedence: Tensor, read_w
                  out: Tensor | None = None, one: float | Tensor = 1.0) -> tuple[Tensor, Tensor, Tensor]:
     """L_t (into `out` if given), f_t and b_t (`link_update`, `directional_weights`) without autograd's
     temporaries (no gradient); `one`: 1 (a 0-dim tensor spares torch's copy of a Python scalar)."""
-    w_i, w_j = (one - write_weights).unsqueeze(-1), write_weights.unsqueeze(-2)  # (B, N, 1), (B, 1, N)
-    new = (torch.sub(w_i, w_j) if out is None else torch.sub(w_i, w_j, out=out)).mul_(link)
-    new.addcmul_(write_weights.unsqueeze(-1), precedence.unsqueeze(-2))
-    new.diagonal(dim1=-2, dim2=-1).zero_()
+    # (1 - w_i - w_j) L + w_i p_j = lerp(L, p_j, w_i) - L w_j: two passes over (B, N, N), not three
+    w_i, w_j = write_weights.unsqueeze(-1), write_weights.unsqueeze(-2)  # (B, N, 1), (B, 1, N)
+    new = torch.lerp(link, precedence.unsqueeze(-2), w_i) if out is None else \
+        torch.lerp(link, precedence.unsqueeze(-2), w_i, out=out)
+    new.addcmul_(link, w_j, value=-1).diagonal(dim1=-2, dim2=-1).zero_()
     # on CPU a matrix times columns is faster than rows times its transpose: f = (L_t w^r^T)^T
     return new, torch.bmm(new, read_weights.mT).mT, torch.bmm(read_weights, new)
 
@@ -118,22 +119,18 @@ def link_backward(grad_link: Tensor | None, grad_forward: Tensor, grad_backward:
 
     With `work`, a spare (B, N, N) tensor, `grad_link` is overwritten and L_{t-1}'s gradient written into `work`:
     no fresh N × N tensor (a time loop's ping-pong of two buffers; fresh ones cost page faults on CPU)."""
-    # f = rw L_t^T, b = rw L_t: d rw = g_f L_t + g_b L_t^T, dL_t = G + g_f^T rw + rw^T g_b, head by head (an outer
-    # product each: a batched product of width 2R is slower on CPU)
+    # f = rw L_t^T, b = rw L_t: d rw = g_f L_t + g_b L_t^T, dL_t = G + g_f^T rw + rw^T g_b
     grad_rw = torch.bmm(grad_forward, new).add_(torch.bmm(new, grad_backward.mT).mT)
-    d = grad_link
-    for g_f, g_b, r in zip(grad_forward.unbind(1), grad_backward.unbind(1), rw.unbind(1), strict=True):
-        if d is None:
-            d = g_f.unsqueeze(-1) * r.unsqueeze(-2)
-        else:
-            d = d.addcmul_(g_f.unsqueeze(-1), r.unsqueeze(-2)) if work is not None and d is grad_link \
-                else d.addcmul(g_f.unsqueeze(-1), r.unsqueeze(-2))
-        d.addcmul_(r.unsqueeze(-1), g_b.unsqueeze(-2))
-    assert d is not None  # (at least one head)
+    d = torch.zeros_like(new) if grad_link is None else grad_link if work is not None else grad_link.clone()
+    if rw.shape[1] == 1:  # one head: two outer products (~2× faster on CPU than a batched product of width 1)
+        d.addcmul_(grad_forward.mT, rw).addcmul_(rw.mT, grad_backward)
+    else:
+        d.baddbmm_(grad_forward.mT, rw).baddbmm_(rw.mT, grad_backward)
     d.diagonal(dim1=-2, dim2=-1).zero_()  # L_t[i, i] = 0 whatever the inputs
     # L_t = (1 - w_i - w_j) L_{t-1} + w_i p_j off the diagonal
     s = torch.mul(d, link) if work is None else torch.mul(d, link, out=work)  # (B, N, N)
-    grad_w = torch.bmm(d, p.unsqueeze(-1)).squeeze(-1).sub_(s.sum(-1)).sub_(s.sum(-2))
+    # p as a column with the strides of a transposed row: MKL's batched product takes a path ~8× faster on CPU
+    grad_w = torch.bmm(d, p.unsqueeze(-2).mT).squeeze(-1).sub_(s.sum(-1)).sub_(s.sum(-2))
     grad_p = torch.bmm(w.unsqueeze(1), d).squeeze(1)
     i, j = (one - w).unsqueeze(-1), w.unsqueeze(-2)
     grad_prev = (torch.sub(i, j) if work is None else torch.sub(i, j, out=work)).mul_(d)
