@@ -16,11 +16,11 @@ from torch import Tensor
 from attnmem.blocks.dnc_memory import link_forward
 from attnmem.core.autograd import Function
 from attnmem.core.float32 import in_float32
+from attnmem.models import fused
 from attnmem.models.dnc_loop_backward import Constants, memory_backward, prepare
+from attnmem.models.fused import affine, lstm_backward, weight_grad
 
 __all__ = ["DNCLoop", "Layout", "dnc_loop"]
-
-aten = torch.ops.aten
 
 
 class Layout(NamedTuple):
@@ -36,15 +36,6 @@ class Layout(NamedTuple):
     clip: float  # the interface vector's bound
     eps: float  # the cosine's floor on norms
     groups: int = 0  # E > 0: the weights are E models' (E, ...), the rows of all else E groups of B (`vmap`)
-
-
-def affine(add: Tensor | None, x: Tensor, weight: Tensor, groups: int) -> Tensor:
-    """add + x @ weight; with groups, the rows of `x (E·B, K)` are E groups, each with its own `weight (E, K, O)`."""
-    if not groups:
-        return torch.mm(x, weight) if add is None else torch.addmm(add, x, weight)
-    x = x.view(groups, -1, x.shape[-1])  # a bias (E, O) is viewed as (E, 1, O)
-    out = torch.bmm(x, weight) if add is None else torch.baddbmm(add.view(groups, -1, add.shape[-1]), x, weight)
-    return out.flatten(0, 1)
 
 
 def content(memory: Tensor, keys: Tensor, strengths: Tensor, mask: Tensor | None, eps: float) -> tuple:
@@ -213,23 +204,6 @@ def _run(x_gates: Tensor, w_rec: Tensor, w_if: Tensor, b_if: Tensor, lay: Layout
     return torch.stack(hs, 1), torch.stack(all_reads, 1), torch.stack(all_weights, 1), [*stashes, links]
 
 
-def _controller_backward(d_h: Tensor, d_c: Tensor, s: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
-    """Gradients of the gate pre-activation z and of c_{t-1}, from those of h_t and c_t."""
-    act, cand, tc = s["act"], s["cand"], s["tc"]
-    i, f, _, o = act.chunk(4, 1)
-    d_c = d_c + aten.tanh_backward(d_h * o, tc)
-    d_z = torch.cat([aten.sigmoid_backward(d_c * cand, i), aten.sigmoid_backward(d_c * s["c_prev"], f),
-                     aten.tanh_backward(d_c * i, cand), aten.sigmoid_backward(d_h * tc, o)], 1)
-    return d_z, d_c * f
-
-
-def _weight_grad(grad: Tensor, x: Tensor, groups: int) -> Tensor:
-    """Σ over rows and steps of gradᵀ x: `grad (B, T, O)`, `x (B, T, I)` -> (O, I), or (E, O, I) per group."""
-    r = max(groups, 1)
-    out = torch.bmm(grad.reshape(r, -1, grad.shape[-1]).mT, x.reshape(r, -1, x.shape[-1]))
-    return out if groups else out[0]
-
-
 class _Box:
     """Carries the forward's per-step stash to `setup_context` (a Function's forward has no `ctx`)."""
 
@@ -256,10 +230,7 @@ class DNCLoop(Function):
     def vmap(info: Any, in_dims: tuple, *args: Any) -> tuple[tuple[Tensor, ...], tuple[int, ...]]:
         """`vmap` over stacked weights (E models): one call on all their rows, each group with its weights."""
         *tensors, lay, _ = args
-        if lay.groups:
-            raise NotImplementedError("the DNC's fused loop runs under one vmap over stacked weights, not nested ones")
-        r = info.batch_size
-        stacked = [x.expand(r, *x.shape) if d is None else x.movedim(d, 0) for x, d in zip(tensors, in_dims)]
+        r, stacked = info.batch_size, fused.stacked(info, in_dims, tensors, lay.groups, "DNC")
         out = DNCLoop.apply(stacked[0].flatten(0, 1), *stacked[1:], lay._replace(groups=r), _Box())
         return tuple(o.unflatten(0, (r, -1)) for o in out), (0, 0, 0)
 
@@ -290,15 +261,15 @@ class DNCLoop(Function):
             d_xi, grads = memory_backward(s, grads, d_r, lay, work, k)
             work = spare
             d_pre = d_xi.mul_(grads_xi[t])
-            d_z, d_c = _controller_backward(affine(d_h, d_pre, w_if, groups), d_c, s)
+            d_z, d_c = lstm_backward(affine(d_h, d_pre, w_if, groups), d_c, s)
             d_prev_in = affine(None, d_z, w_rec, groups)  # (B, R·W + C)
             d_r, d_h = d_prev_in[:, :rw].view_as(d_r), d_prev_in[:, rw:]
             d_pres.append(d_pre)
             d_zs.append(d_z)
         _SPARE[:] = [links]  # the buffer serves the next call (or this graph's next backward, if none took it)
         d_pre_all, d_z_all = torch.stack(d_pres[::-1], 1), torch.stack(d_zs[::-1], 1)
-        d_w_rec = _weight_grad(d_z_all, torch.stack([s["prev_in"] for s in stash], 1), groups)
-        d_w_if = _weight_grad(d_pre_all, hs, groups)
+        d_w_rec = weight_grad(d_z_all, torch.stack([s["prev_in"] for s in stash], 1), groups)
+        d_w_if = weight_grad(d_pre_all, hs, groups)
         d_b_if = d_pre_all.reshape(max(groups, 1), -1, d_pre_all.shape[-1]).sum(1)
         return d_z_all, d_w_rec, d_w_if, d_b_if if groups else d_b_if[0], None, None
 

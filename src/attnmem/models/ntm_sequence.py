@@ -14,6 +14,8 @@ from torch import Tensor
 
 from attnmem.core.autograd import Function
 from attnmem.core.float32 import in_float32
+from attnmem.models import fused
+from attnmem.models.fused import affine, lstm_backward, weight_grad
 
 __all__ = ["SHARPEN_EPS", "Sizes", "ntm_sequence"]
 
@@ -58,26 +60,10 @@ def _softmax_backward(grad: Tensor, output: Tensor) -> Tensor:
     return output * (grad - (grad * output).sum(-1, keepdim=True))
 
 
-def _affine(add: Tensor | None, x: Tensor, weight: Tensor, groups: int) -> Tensor:
-    """add + x @ weight; with groups, the rows of `x (E·B, K)` are E groups, each with its own `weight (E, K, N)`."""
-    if not groups:
-        return torch.mm(x, weight) if add is None else torch.addmm(add, x, weight)
-    x = x.view(groups, -1, x.shape[-1])
-    out = torch.bmm(x, weight) if add is None else torch.baddbmm(add.view(groups, -1, add.shape[-1]), x, weight)
-    return out.flatten(0, 1)
-
-
-def _weight_grad(grad: Tensor, x: Tensor, groups: int) -> Tensor:
-    """Σ over rows and steps of gradᵀ x: `grad (B, T, O)`, `x (B, T, I)` -> (O, I), or (E, O, I) per group."""
-    r = max(groups, 1)
-    out = torch.bmm(grad.reshape(r, -1, grad.shape[-1]).mT, x.reshape(r, -1, x.shape[-1]))
-    return out if groups else out[0]
-
-
 def _controller(x_t: Tensor, h: Tensor, c: Tensor, reads: Tensor, w_rec_t: Tensor, sizes: Sizes) -> tuple:
     """h_t, c_t and the stash of the controller's step (`CONTROLLER`)."""
     prev_in = torch.cat([reads.flatten(1), h], 1) if sizes.lstm else reads.flatten(1)
-    z = _affine(x_t, prev_in, w_rec_t, sizes.groups)  # (B, G)
+    z = affine(x_t, prev_in, w_rec_t, sizes.groups)  # (B, G)
     if not sizes.lstm:
         return torch.tanh(z), c, (prev_in,)
     size = h.shape[-1]
@@ -132,7 +118,7 @@ def _forward(x_gates: Tensor, h: Tensor, c: Tensor, reads: Tensor, weights: Tens
     w_rec_t, w_heads_t, constants = w_rec.mT, w_heads.mT, _Constants.like(x_gates, sizes)
     for x_t in x_gates.unbind(1):
         h, c, controller = _controller(x_t, h, c, reads, w_rec_t, sizes)
-        out = _affine(b_heads, h, w_heads_t, sizes.groups)
+        out = affine(b_heads, h, w_heads_t, sizes.groups)
         weights, reads, memory, step = _memory(out, memory, weights, sizes, constants)
         hs.append(h)
         all_reads.append(reads)
@@ -191,15 +177,8 @@ def _memory_backward(s: dict[str, Tensor], weights: Tensor, previous: Tensor, d_
 
 
 def _controller_backward(d_h: Tensor, d_c: Tensor, s: dict[str, Tensor], h: Tensor, lstm: bool) -> tuple:
-    """Gradients of the gate pre-activation z and of c_{t-1}, from those of h_t and c_t."""
-    if not lstm:
-        return aten.tanh_backward(d_h, h), d_c
-    act, cand, tc = s["act"], s["cand"], s["tc"]
-    i, f, _, o = act.chunk(4, 1)
-    d_c = d_c + aten.tanh_backward(d_h * o, tc)
-    d_z = torch.cat([aten.sigmoid_backward(d_c * cand, i), aten.sigmoid_backward(d_c * s["c_prev"], f),
-                     aten.tanh_backward(d_c * i, cand), aten.sigmoid_backward(d_h * tc, o)], 1)
-    return d_z, d_c * f
+    """Gradients of the gate pre-activation z and of c_{t-1}, from those of h_t and c_t (a tanh RNN's: of h's)."""
+    return lstm_backward(d_h, d_c, s) if lstm else (aten.tanh_backward(d_h, h), d_c)
 
 
 class NTMLoop(Function):
@@ -221,10 +200,7 @@ class NTMLoop(Function):
     def vmap(info: Any, in_dims: tuple, *args: Any) -> tuple[tuple[Tensor, ...], tuple[int, ...]]:
         """`vmap` over stacked weights (E models): one call on all their rows, each group with its weights."""
         *tensors, sizes = args
-        if sizes.groups:
-            raise NotImplementedError("the NTM's fused loop runs under one vmap over stacked weights, not nested ones")
-        r = info.batch_size
-        stacked = [x.expand(r, *x.shape) if d is None else x.movedim(d, 0) for x, d in zip(tensors, in_dims)]
+        r, stacked = info.batch_size, fused.stacked(info, in_dims, tensors, sizes.groups, "NTM")
         rows = [x.flatten(0, 1) for x in stacked[:6]]  # x_gates, h, c, reads, weights, memory: (E·B, ...)
         out = NTMLoop.apply(*rows, *stacked[6:], sizes._replace(groups=r))[:5]  # the stash stays with this call
         return tuple(o.unflatten(0, (r, -1)) for o in out), (0,) * len(out)
@@ -247,16 +223,16 @@ class NTMLoop(Function):
             d_w = d_w if outs[2] is None else d_w + outs[2][t]
             d_out, d_w, d_mem = _memory_backward(steps[t], weights_t[t + 1], weights_t[t], d_w, d_r, d_mem, sizes,
                                                  constants)
-            d_h = _affine(d_h if outs[0] is None else d_h + outs[0][t], d_out, w_heads, sizes.groups)
+            d_h = affine(d_h if outs[0] is None else d_h + outs[0][t], d_out, w_heads, sizes.groups)
             d_z, d_c = _controller_backward(d_h, d_c, steps[t], hs_t[t], sizes.lstm)
-            d_prev_in = _affine(None, d_z, w_rec, sizes.groups)  # (B, R·M [+ C])
+            d_prev_in = affine(None, d_z, w_rec, sizes.groups)  # (B, R·M [+ C])
             d_r = d_prev_in[:, :rm].view(d_r.shape)
             d_h = d_prev_in[:, rm:] if sizes.lstm else torch.zeros_like(d_h)
             step_d_outs.append(d_out)
             step_d_zs.append(d_z)
         d_outs, d_zs = torch.stack(step_d_outs[::-1], 1), torch.stack(step_d_zs[::-1], 1)  # (B, T, ·)
-        d_w_rec = _weight_grad(d_zs, torch.stack([step["prev_in"] for step in steps], 1), sizes.groups)
-        d_w_heads = _weight_grad(d_outs, hs, sizes.groups)
+        d_w_rec = weight_grad(d_zs, torch.stack([step["prev_in"] for step in steps], 1), sizes.groups)
+        d_w_heads = weight_grad(d_outs, hs, sizes.groups)
         d_b_heads = d_outs.view(max(sizes.groups, 1), -1, d_outs.shape[-1]).sum(1)
         d_b_heads = d_b_heads if sizes.groups else d_b_heads[0]
         return d_zs, d_h if sizes.lstm else None, d_c, d_r, d_w, d_mem, d_w_rec, d_w_heads, d_b_heads, None
