@@ -13,15 +13,21 @@ from attnmem.models.mixer_sequence import MixerSequence
 
 torch.set_num_threads(1)
 
-OPTIONS = {"attention": {"heads": 2}, "selective_ssm": {"d_state": 4, "chunk_size": 4}, "lti_ssm": {"d_state": 4},
-           "base_conv": {"l_max": 16}, "linear_attention": {}, "delta_rule": {}, "sliding_window": {"window": 4}}
+OPTIONS = {
+    "attention": {"heads": 2},
+    "selective_ssm": {"d_state": 4, "chunk_size": 4},
+    "lti_ssm": {"d_state": 4},
+    "base_conv": {"l_max": 16},
+    "linear_attention": {},
+    "delta_rule": {},
+    "sliding_window": {"window": 4},
+}
 
 
 def _model(mixer: str = "attention", **options: object) -> MixerSequence:
     torch.manual_seed(0)
     sizes: dict[str, object] = {"d_model": 8, "layers": 2, "max_len": 16} | options
-    return MixerSequence(input_size=5, output_size=3, mixer=mixer, mixer_options=OPTIONS[mixer],
-                         **sizes)  # type: ignore[arg-type]
+    return MixerSequence(input_size=5, output_size=3, mixer=mixer, mixer_options=OPTIONS[mixer], **sizes)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("mixer", sorted(OPTIONS))
@@ -33,18 +39,28 @@ def test_shapes_and_causality_for_every_mixer(mixer: str) -> None:
     changed = inputs.clone()
     changed[:, 6:] = 1.0
     after = net({"inputs": changed}).pred
-    assert torch.allclose(after[:, :6], out.pred[:, :6], atol=1e-10) and not torch.allclose(after[:, 6:], out.pred[:, 6:])
+    assert torch.allclose(after[:, :6], out.pred[:, :6], atol=1e-10) and not torch.allclose(
+        after[:, 6:], out.pred[:, 6:]
+    )
     assert net.state_size > 0
 
 
 def test_the_stack_is_mixer_lms():
     # one backbone: the same layers under the same parameter names, only the input layer differs
     seq = _model("selective_ssm", positions="none")
-    lm = MixerLM(vocab_size=3, mixer="selective_ssm", mixer_options=OPTIONS["selective_ssm"], d_model=8, layers=2,
-                 max_len=16, positions="none")
+    lm = MixerLM(
+        vocab_size=3,
+        mixer="selective_ssm",
+        mixer_options=OPTIONS["selective_ssm"],
+        d_model=8,
+        layers=2,
+        max_len=16,
+        positions="none",
+    )
     assert isinstance(seq, MixerBackbone) and isinstance(lm, MixerBackbone)
     assert {k for k in seq.state_dict() if not k.startswith("embed.")} == {
-        k for k in lm.state_dict() if not k.startswith("embed.")}
+        k for k in lm.state_dict() if not k.startswith("embed.")
+    }
     assert seq.state_size == lm.state_size and MixerSequence.families == ("sequence",)
 
 

@@ -80,16 +80,21 @@ class CausalAttention(nn.Module):
 
 
 def mixer_factory(
-    mixer: str | Callable[[int], nn.Module], options: Mapping[str, Any], score: str | Callable[..., nn.Module],
-    max_len: int, owner: str = "MixerLM",
+    mixer: str | Callable[[int], nn.Module],
+    options: Mapping[str, Any],
+    score: str | Callable[..., nn.Module],
+    max_len: int,
+    owner: str = "MixerLM",
 ) -> Callable[[int], nn.Module]:
     """`mixer` as a factory of one layer from d_model: a name of `MIXERS` (with `options`) or a factory as it is;
     `owner` (the model's class) starts the error messages."""
     if not isinstance(mixer, str):
         return mixer
     if mixer not in MIXERS:
-        raise ValueError(f"{owner}: mixer must be one of {sorted(MIXERS)} or a factory of d_model, got {mixer!r} "
-                         "(model.mixer in a run)")
+        raise ValueError(
+            f"{owner}: mixer must be one of {sorted(MIXERS)} or a factory of d_model, got {mixer!r} "
+            "(model.mixer in a run)"
+        )
     path, fixed = MIXERS[mixer]
     module, _, name = path.partition(":")
     cls = getattr(importlib.import_module(module), name)
@@ -100,8 +105,10 @@ def mixer_factory(
         try:
             return cast(nn.Module, cls(d_model, **kwargs))
         except TypeError as err:  # an option the mixer does not take
-            raise ValueError(f"{owner}: mixer {mixer!r} ({path}) does not take the options {dict(options)}: {err} "
-                             "(model.mixer_options in a run)") from None
+            raise ValueError(
+                f"{owner}: mixer {mixer!r} ({path}) does not take the options {dict(options)}: {err} "
+                "(model.mixer_options in a run)"
+            ) from None
 
     return build
 
@@ -152,9 +159,21 @@ class MixerBackbone(nn.Module, StateSized):
     """
 
     def __init__(
-        self, inputs: Callable[[int], nn.Module], output_size: int, *, mixer: str | Callable[[int], nn.Module],
-        mixer_options: Mapping[str, Any] | None, score: str | Callable[..., nn.Module], d_model: int, layers: int,
-        positions: str, max_len: int, seq_len: int | None, mlp: bool, d_ff: int | None, dropout: float,
+        self,
+        inputs: Callable[[int], nn.Module],
+        output_size: int,
+        *,
+        mixer: str | Callable[[int], nn.Module],
+        mixer_options: Mapping[str, Any] | None,
+        score: str | Callable[..., nn.Module],
+        d_model: int,
+        layers: int,
+        positions: str,
+        max_len: int,
+        seq_len: int | None,
+        mlp: bool,
+        d_ff: int | None,
+        dropout: float,
         short_conv: int,
     ) -> None:
         super().__init__()
@@ -168,9 +187,13 @@ class MixerBackbone(nn.Module, StateSized):
         self.mixers = nn.ModuleList(build(d_model) for _ in range(layers))
         check_holds_a_pair(self.mixers[0], mixer, d_model, owner)
         self.mixer_norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(layers))
-        self.convs = nn.ModuleList(  # depthwise, padded on both sides; forward keeps the first T outputs (causal)
-            nn.Conv1d(d_model, d_model, short_conv, groups=d_model, padding=short_conv - 1) for _ in range(layers)
-        ) if short_conv else None
+        self.convs = (
+            nn.ModuleList(  # depthwise, padded on both sides; forward keeps the first T outputs (causal)
+                nn.Conv1d(d_model, d_model, short_conv, groups=d_model, padding=short_conv - 1) for _ in range(layers)
+            )
+            if short_conv
+            else None
+        )
         self.mlps = nn.ModuleList(feed_forward(d_model, d_ff, dropout) for _ in range(layers)) if mlp else None
         self.mlp_norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(layers)) if mlp else None
         self.norm = nn.LayerNorm(d_model)

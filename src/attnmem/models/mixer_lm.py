@@ -73,9 +73,20 @@ class MixerLM(MixerBackbone):
     ) -> None:
         check_sizes("MixerLM", {"vocab_size": vocab_size}, prefix="model.")
         super().__init__(
-            lambda d: nn.Embedding(vocab_size, d), vocab_size, mixer=mixer, mixer_options=mixer_options, score=score,
-            d_model=d_model, layers=layers, positions=positions, max_len=max_len, seq_len=seq_len, mlp=mlp, d_ff=d_ff,
-            dropout=dropout, short_conv=short_conv,
+            lambda d: nn.Embedding(vocab_size, d),
+            vocab_size,
+            mixer=mixer,
+            mixer_options=mixer_options,
+            score=score,
+            d_model=d_model,
+            layers=layers,
+            positions=positions,
+            max_len=max_len,
+            seq_len=seq_len,
+            mlp=mlp,
+            d_ff=d_ff,
+            dropout=dropout,
+            short_conv=short_conv,
         )
 
     def forward(self, tokens: Tensor) -> Tensor:

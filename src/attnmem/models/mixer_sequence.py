@@ -65,9 +65,20 @@ class MixerSequence(MixerBackbone):
     ) -> None:
         check_sizes("MixerSequence", {"input_size": input_size, "output_size": output_size}, prefix="model.")
         super().__init__(
-            lambda d: nn.Linear(input_size, d), output_size, mixer=mixer, mixer_options=mixer_options, score=score,
-            d_model=d_model, layers=layers, positions=positions, max_len=max_len, seq_len=None, mlp=mlp, d_ff=d_ff,
-            dropout=dropout, short_conv=short_conv,
+            lambda d: nn.Linear(input_size, d),
+            output_size,
+            mixer=mixer,
+            mixer_options=mixer_options,
+            score=score,
+            d_model=d_model,
+            layers=layers,
+            positions=positions,
+            max_len=max_len,
+            seq_len=None,
+            mlp=mlp,
+            d_ff=d_ff,
+            dropout=dropout,
+            short_conv=short_conv,
         )
         self.input_size = input_size
 
@@ -88,6 +99,8 @@ class MixerSequence(MixerBackbone):
             raise TypeError("MixerSequence takes the sequence family's dict batch {'inputs': (B, T, I)}, not a tensor")
         inputs = batch["inputs"]
         if inputs.dim() != 3 or inputs.shape[-1] != self.input_size:
-            raise ValueError(f"MixerSequence: inputs must be (B, T, input_size={self.input_size}), got "
-                             f"{tuple(inputs.shape)}: build the model with the data's input_size")
+            raise ValueError(
+                f"MixerSequence: inputs must be (B, T, input_size={self.input_size}), got "
+                f"{tuple(inputs.shape)}: build the model with the data's input_size"
+            )
         return Output(pred=self.mix(self.embed(inputs)))  # (B, T, output_size)
