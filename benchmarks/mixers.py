@@ -3,7 +3,7 @@ by side at the protocols' sizes.
 
     python benchmarks/mixers.py [--threads 1] [--rounds 5] [--sizes 64x32,64x64,128x64]
 
-Each mixer is built as `MixerLM` builds it (`attnmem.models.mixer_lm.MIXERS`) with its recipe's options
+Each mixer is built as `MixerLM` builds it (`attnmem.models.mixer_backbone.MIXERS`) with its recipe's options
 (conf/experiment/mqar_<mixer>.yaml): attention 1 head, sliding window 16, S6 and its LTI variant with 16 states a
 channel, BaseConv's filter of 128, the Hopfield mixer's defaults; the classic cores (LSTM, NTM, DNC) as their
 recipes size them. Batch 64 (the protocols'), float32, CPU (`--threads`). Per size (T x D), each candidate runs
@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from attnmem.models.mixer_lm import mixer_factory
+from attnmem.models.mixer_backbone import mixer_factory
 
 BATCH = 64
 # a mixer's options as its recipe gives them (conf/experiment/mqar_<mixer>.yaml)

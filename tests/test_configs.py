@@ -209,7 +209,7 @@ def _takes_score(model: str) -> bool:
 # named here (its own, qa, seq2seq).
 SAMPLED = {"dnc_qa": ("cosine", "dot"), "sat": ("additive", "dot"), "bidaf": ("trilinear",),
            "han": ("additive", "dot"), "transformer_classify": ("scaled_dot", "additive"),
-           "mixer_lm": ("scaled_dot", "additive")}
+           "mixer_lm": ("scaled_dot", "additive"), "mixer_sequence": ("scaled_dot", "additive")}
 SCORE_MODELS = {"trilinear": ("bidaf", "memn2n", "attn_rnn")}
 SCORE_PAIRS = [(m, a) for m in MODELS for a in SAMPLED.get(m, ATTENTION)
                if (_takes_score(m) or a == "dot") and m in SCORE_MODELS.get(a, (m,))]

@@ -20,6 +20,7 @@ from attnmem.models.hetero_associative import HeteroAssociative
 from attnmem.models.hopfield import Hopfield
 from attnmem.models.memn2n import MemN2N
 from attnmem.models.mixer_lm import MixerLM
+from attnmem.models.mixer_sequence import MixerSequence
 from attnmem.models.mlp import MLP
 from attnmem.models.modern_hopfield import ModernHopfield
 from attnmem.models.nnlm import NNLM
@@ -48,6 +49,7 @@ MODELS = {
     "Transformer": lambda: Transformer(src_vocab_size=8, tgt_vocab_size=8, pad_id=0, score=Dot),
     "TransformerSequence": lambda: TransformerSequence(**SEQUENCE, score=Dot),
     "MixerLM": lambda: MixerLM(vocab_size=8, d_model=8, layers=1, max_len=16),
+    "MixerSequence": lambda: MixerSequence(**SEQUENCE, d_model=8, layers=1, max_len=16),
     "MLP": lambda: MLP(num_features=3, num_classes=3),  # no optional capability
 }
 PROVIDERS = {  # the docstring of each Protocol names these
@@ -62,7 +64,7 @@ PROVIDERS = {  # the docstring of each Protocol names these
     contract.RecallsPairs: {"BAM", "HeteroAssociative"},
     contract.WordVectors: {"NNLM", "CW", "Word2Vec"},
     contract.AdaptsModel: {"MemN2NQA", "NTMSequence", "DNCSequence"},
-    contract.StateSized: {"MixerLM"},
+    contract.StateSized: {"MixerLM", "MixerSequence"},
 }
 # tensor models with a method of a capability's name but another signature: the run-time check sees only names
 LOOKALIKES = {(contract.MemoryTrace, "DNC"), (contract.StoresPatterns, "BAM"),

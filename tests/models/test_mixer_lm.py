@@ -7,7 +7,8 @@ import torch
 from torch import nn
 
 from attnmem.blocks.base_conv import BaseConv
-from attnmem.models.mixer_lm import MIXERS, MixerLM
+from attnmem.models.mixer_backbone import MIXERS
+from attnmem.models.mixer_lm import MixerLM
 
 OURS = ["attention", "selective_ssm", "lti_ssm", "base_conv"]  # the attention-like mixers are tested where they live
 OPTIONS = {"attention": {"heads": 2}, "selective_ssm": {"d_state": 4, "chunk_size": 4},
@@ -45,7 +46,7 @@ def test_bad_options_are_one_line() -> None:
     with pytest.raises(ValueError, match="does not take the options"):
         MixerLM(vocab_size=5, mixer="base_conv", mixer_options={"window": 3})
     with pytest.raises(ValueError, match="positions must be one of"):
-        MixerLM(vocab_size=5, positions="sinusoidal")
+        MixerLM(vocab_size=5, positions="rotary")
     with pytest.raises(ValueError, match="vocab_size must be >= 1"):
         MixerLM(vocab_size=0)
 

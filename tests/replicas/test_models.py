@@ -12,7 +12,8 @@ from torch import nn
 
 from attnmem.attention.scores import Dot
 from attnmem.core.dims import QADims
-from attnmem.models.mixer_lm import MIXERS, MixerLM
+from attnmem.models.mixer_backbone import MIXERS
+from attnmem.models.mixer_lm import MixerLM
 from attnmem.models.transformer import Transformer
 from attnmem.replicas.batch import Batched, serving
 from attnmem.replicas.models import MemN2NReplicas, TensorVmapped, Vmapped, batched_path

@@ -269,3 +269,20 @@ def test_a_command_line_names_no_path_of_this_machine():
     assert scoreboard.portable("data.source.embeddings=/srv/vec.txt") == "data.source.embeddings=<vec.txt>"
     assert scoreboard.portable("data.source.data_dir=data/babi/en") == "data.source.data_dir=data/babi/en"
     assert scoreboard.portable("seed=1") == "seed=1"
+
+
+@pytest.mark.parametrize(("name", "lengths"), [("copy_models", (30, 40, 60, 100)),
+                                               ("associative_recall_models", (8, 10, 12))])
+def test_the_copy_and_recall_boards_have_a_row_per_model_and_a_column_per_longer_length(tmp_path, name, lengths):
+    sweep_file = SWEEPS / "paper" / f"{name}.yaml"
+    models = yaml.safe_load(sweep_file.read_text())["parameters"]["experiment"]["values"]
+    for kind in ("ntm", "lstm", "dnc", "attention", "selective_ssm"):  # the classic memories beside the mixers
+        assert any(kind in m.split("_") or m.endswith(kind) for m in models), kind
+    metrics = {i: {"test/bit_errors": 0.5 * i, "test/exact_match": 0.25, "global_step": 1000, "train_seconds": 300.0}
+               | {f"test/len{n}/bit_errors": float(n) for n in lengths} for i in range(len(models))}
+    table = scoreboard.build(sweep_dir(tmp_path, sweep_file, [[f"experiment={m}", "seed=0"] for m in models], metrics))
+    assert [(r.label, r.ours) for r in table.rows] == [(m, 0.5 * i) for i, m in enumerate(models)]
+    text = scoreboard.markdown(table)
+    assert f"| {models[1]} | 0.50 |" in text and "| 0.25 | 1,000 | 300 |" in text
+    assert "| " + " | ".join(f"{n}" for n in lengths) + " | 0.25 |" in text  # bit errors at each longer length
+    assert table.finished == table.jobs == len(models)

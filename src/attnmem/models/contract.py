@@ -130,7 +130,7 @@ class AdaptsModel(Protocol):
 class StateSized(Protocol):
     """Asked by the `recall` family module, which logs it with the test metrics as `model/state_size` (the
     scoreboard's and the capacity frontier's x axis): `state_size` is how many numbers of recurrent state one
-    sequence holds at inference (a KV cache of the longest sequence for attention). MixerLM."""
+    sequence holds at inference (a KV cache of the longest sequence for attention). MixerLM, MixerSequence."""
 
     @property
     def state_size(self) -> int:

@@ -33,7 +33,8 @@ from attnmem.blocks.output import Output
 from attnmem.blocks.selective_ssm import SelectiveSSM
 from attnmem.blocks.sliding_window import SlidingWindow
 from attnmem.models.memn2n import MemN2N
-from attnmem.models.mixer_lm import CausalAttention, MixerLM
+from attnmem.models.mixer_backbone import CausalAttention
+from attnmem.models.mixer_lm import MixerLM
 from attnmem.models.recurrent_mixers import DNCMixer, NTMMixer
 from attnmem.models.transformer import Transformer
 from attnmem.models.transformer_sequence import TransformerSequence
