@@ -136,5 +136,7 @@ def test_the_examples_colour_right_and_wrong_answers():
     cells = fig.axes[0].images[0].get_array()
     assert cells.tolist() == [[0, 1, 0, 2], [1, 0, 1, 2]]  # 0 not scored, 1 right, 2 wrong
     assert "3 of 5 right" in fig.axes[0].get_title()
+    answers = [t.get_text() for t in fig.axes[0].texts if t.get_text().startswith("→")]
+    assert answers == ["→0", "→2"]  # the model's answers under the two wrong cells, (0, 3) and (1, 3)
     bars = recall_plots.accuracy_by_position(torch.tensor([2, 0, 1]), torch.tensor([2, 0, 4])).axes[0].patches
     assert [(b.get_x() + b.get_width() / 2, b.get_height()) for b in bars] == [(0.0, 1.0), (2.0, 0.25)]

@@ -26,13 +26,11 @@ def recall_examples(inputs: Tensor, targets: Tensor, predicted: Tensor, scored: 
     n, steps = inputs.shape
     fig, ax = plt.subplots(figsize=(max(4.0, 0.16 * steps + 1.0), 0.5 * n + 1.0), layout="constrained")
     ax.imshow(cells.numpy(), cmap=CELLS, vmin=0, vmax=2, aspect="auto", interpolation="nearest")
-    size = 5 if steps <= 128 else 0  # ids only where they fit
-    for (i, t), token in zip(torch.cartesian_prod(torch.arange(n), torch.arange(steps)).tolist(),
-                             inputs.flatten().tolist()):
-        if size:
-            ax.text(t, i - 0.15, str(token), ha="center", va="center", fontsize=size)
-        if cells[i, t] == 2 and size:
-            ax.text(t, i + 0.25, f"→{int(predicted[i, t])}", ha="center", va="center", fontsize=size - 1, color="white")
+    if steps <= 128:  # ids only where they fit
+        for i, t in torch.cartesian_prod(torch.arange(n), torch.arange(steps)).tolist():
+            ax.text(t, i - 0.15, str(int(inputs[i, t])), ha="center", va="center", fontsize=5)
+            if cells[i, t] == 2:
+                ax.text(t, i + 0.25, f"→{int(predicted[i, t])}", ha="center", va="center", fontsize=4, color="white")
     right, count = int((cells == 1).sum()), int(scored.sum())
     ax.set_title(f"validation examples: green right, red wrong (→ the model's answer); {right} of {count} right",
                  fontsize=9)
