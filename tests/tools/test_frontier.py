@@ -71,6 +71,15 @@ def test_a_parameter_that_differs_between_sweeps_splits_the_lines(tmp_path):
     assert [p.solved for p in lines["mqar_y, data.source.seq_len=64"]] == [0, 2]
 
 
+def test_the_state_axis_is_labelled_in_plain_numbers_at_1_2_5(tmp_path):
+    fig = frontier.figure(frontier.points([mixers(tmp_path), classic(tmp_path)]), "test/acc")
+    axis = fig.axes[1].xaxis
+    fig.canvas.draw()
+    labels = {t.get_text() for t in axis.get_ticklabels() if t.get_text()}
+    assert {"200", "500", "1,000", "2,000"} <= labels
+    assert not {t.get_text() for t in axis.get_minorticklabels()} - {""}
+
+
 def test_the_command_writes_the_png_and_logs_the_wandb_panels(tmp_path, monkeypatch, capsys):
     logged: dict = {}
     run = SimpleNamespace(log=logged.update, finish=lambda: logged.setdefault("finished", True))

@@ -129,6 +129,10 @@ def figure(lines: dict[str, list[Point]], metric: str) -> Any:
     by_width.set_xticks(widths, [str(w) for w in widths])
     by_width.set_xlabel(f"model width ({WIDTH})")
     by_state.set_xscale("log")
+    # ticks at 1, 2 and 5 × 10^k as plain numbers: a state-size range rarely spans more than two decades
+    by_state.xaxis.set_major_locator(plots.plt.LogLocator(subs=(1.0, 2.0, 5.0)))
+    by_state.xaxis.set_major_formatter(plots.plt.FuncFormatter(lambda x, _: f"{x:,.0f}"))
+    by_state.xaxis.set_minor_formatter(plots.plt.NullFormatter())
     by_state.set_xlabel(f"state size ({STATE}, numbers per sequence)")
     by_width.set_ylabel(f"{metric}{' (%)' if k == 100 else ''}, mean ± std over seeds")
     for ax in (by_width, by_state):
