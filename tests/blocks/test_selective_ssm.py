@@ -35,6 +35,14 @@ def test_lti_by_hand(form: str) -> None:
     assert torch.allclose(y.flatten(), torch.tensor([LN2, LN2 / 2, LN2 / 4 + 2 * LN2], dtype=torch.float64))
 
 
+def test_lti_kernel_by_hand() -> None:
+    # K̄_k = C Ā^k B̄ = (1/2)^k ln2; the convolution with it is the LTI forward above
+    kernel = _one_state(False).kernel(3)
+    assert torch.allclose(kernel, torch.tensor([[LN2, LN2 / 2, LN2 / 4]], dtype=torch.float64))
+    with pytest.raises(ValueError, match="only the LTI variant .selective=False. is a convolution"):
+        _one_state(True).kernel(3)
+
+
 @pytest.mark.parametrize("form", ["forward", "recurrent"])
 def test_selective_by_hand(form: str) -> None:
     # h_t = h_{t-1}/2 + ln2 x_t·x_t, y_t = x_t h_t: x = (1, 2) gives ln2, 2 (ln2/2 + 4 ln2) = 9 ln2
@@ -52,13 +60,14 @@ def test_forward_equals_recurrent(selective: bool, chunk_size: int | None) -> No
 
 
 @pytest.mark.parametrize("selective", [True, False])
-def test_hand_derived_backward_equals_autograd_through_the_loop(selective: bool) -> None:
+def test_fast_backward_equals_autograd_through_the_loop(selective: bool) -> None:
+    # S6: the fused scan's hand-derived backward; LTI: autograd through the FFT convolution
     torch.manual_seed(2)
     layer = SelectiveSSM(5, d_state=3, selective=selective, dt_max=0.5).double()
     x = torch.randn(2, 7, 5, dtype=torch.float64, requires_grad=True)
     weights = torch.randn(2, 7, 5, dtype=torch.float64)
     grads = []
-    for form in (layer, layer.recurrent):  # the fused scan's backward; autograd through the step-by-step loop
+    for form in (layer, layer.recurrent):  # the fast form's backward; autograd through the step-by-step loop
         (form(x) * weights).sum().backward()
         grads.append([x.grad.clone(), *(p.grad.clone() for p in layer.parameters())])
         x.grad, _ = None, layer.zero_grad()

@@ -11,7 +11,10 @@ convolution and SiLU gate. Each of the D channels of `x (B, T, D)` runs its own 
 
 A = -exp(A_log) is a learned diagonal, S4D-real initialised (A_n = -(n + 1)); Δ's bias is initialised so
 that softplus(bias) is log-uniform in [dt_min, dt_max] (the paper's code). With `selective=False`, Δ, B and
-C are parameters, not functions of the input: the time-invariant (S4D-like) baseline of Mamba's Table 1.
+C are parameters, not functions of the input: the time-invariant (S4D-like) baseline of Mamba's Table 1. Being
+time-invariant, it is also a convolution (§2, eq. 3a-3b), the form `forward` computes it in:
+
+    K̄ = (C B̄, C Ā B̄, ..., C Ā^k B̄, ...),   y = x ∗ K̄
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd import Function
+
+from attnmem.blocks.base_conv import causal_fft_conv
 
 __all__ = ["SelectiveSSM", "chunked_scan", "selective_scan"]
 
@@ -167,9 +172,10 @@ class SelectiveSSM(nn.Module):
         selective: True: Δ, B, C are functions of the input (S6); False: parameters (LTI, S4D-like).
         dt_rank: the rank R of s_Δ = Linear_{R→D}(Linear_{D→R}(x)) (the paper's code; the paper's
             Broadcast_D(Linear_1(x)) is the case R = 1 with equal weights); None: ceil(D / 16), the code's.
-        chunk_size: None: `forward` runs `selective_scan` (one loop, hand-derived backward: the fastest on a
-            CPU, ~12× the chunked scan at T 64, D 64, N 16); an integer: the chunked scan with chunks of this
-            many steps (parallel within a chunk, for accelerators; its memory grows as B·L²·D·N).
+        chunk_size: None: `forward` runs S6 by `selective_scan` (one loop, hand-derived backward: the fastest on a
+            CPU, ~12× the chunked scan at T 64, D 64, N 16) and the LTI variant as the convolution y = x ∗ K̄
+            (eq. 3a-3b, by FFT); an integer: either by the chunked scan with chunks of this many steps (parallel
+            within a chunk, for accelerators; its memory grows as B·L²·D·N).
         dt_min: the smallest initial Δ.
         dt_max: the largest initial Δ.
     """
@@ -220,8 +226,28 @@ class SelectiveSSM(nn.Module):
         delta = F.softplus(self.dt_bias + self.dt_proj(dt_low))  # (B, T, D): τ_Δ(Parameter + s_Δ(x))
         return delta, b[:, :, None], c[:, :, None]
 
+    def kernel(self, length: int) -> Tensor:
+        """The LTI variant's convolution kernel K̄_k = Σ_n C_n Ā_n^k B̄_n, k < `length` (eq. 3a), per channel.
+
+        Args:
+            length: the number of taps (the sequence's length).
+
+        Shapes:
+            - kernel: (D, length)
+
+        Returns:
+            K̄, with Ā = exp(Δ A) and B̄ = Δ B for the parameter Δ = τ_Δ(dt_bias).
+        """
+        if self.selective:
+            raise ValueError("SelectiveSSM: only the LTI variant (selective=False) is a convolution; S6 has no kernel")
+        delta = F.softplus(self.dt_bias)[:, None]  # (D, 1)
+        steps = torch.arange(length, dtype=delta.dtype, device=delta.device)  # (K,)
+        powers = torch.exp(delta[..., None] * -self.A_log.exp()[..., None] * steps)  # (D, N, K): Ā^k
+        return torch.einsum("dn,dnk->dk", self.C * delta * self.B, powers)  # (D, K)
+
     def forward(self, x: Tensor) -> Tensor:
-        """The layer over the whole sequence at once (`selective_scan`, or the chunked scan with `chunk_size`).
+        """The layer over the whole sequence at once (S6 by `selective_scan`, LTI as a convolution; with
+        `chunk_size`, the chunked scan).
 
         Args:
             x: the input sequence.
@@ -233,6 +259,8 @@ class SelectiveSSM(nn.Module):
         Returns:
             y, with y_t a function of x_{<=t} only.
         """
+        if self.chunk_size is None and not self.selective:
+            return causal_fft_conv(x, self.kernel(x.shape[1])) + self.D * x  # (B, T, D): eq. 3b, y = x ∗ K̄ + D x
         delta, b, c = self._parameters_of(x)
         a = -self.A_log.exp()  # (D, N)
         if self.chunk_size is None:
