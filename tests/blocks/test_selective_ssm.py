@@ -89,6 +89,18 @@ def test_selective_scan_passes_gradcheck_and_vmaps() -> None:
     assert torch.allclose(vmapped, looped)
 
 
+def test_selective_scan_with_lti_parameters_equals_the_convolution() -> None:
+    # selective_scan still takes the LTI shapes (B, C one per channel); the layer's LTI forward is the convolution
+    torch.manual_seed(4)
+    layer = SelectiveSSM(3, d_state=2, selective=False, dt_max=0.5).double()
+    x = torch.randn(2, 6, 3, dtype=torch.float64, requires_grad=True)
+    delta, b, c = layer._parameters_of(x)
+    a = -layer.A_log.exp()
+    assert torch.allclose(selective_scan(delta, a, x, b, c) + layer.D * x, layer(x), atol=1e-10)
+    leaves = tuple(t.detach().contiguous().requires_grad_() for t in (delta, a, x, b, c))  # gradcheck: no stride 0
+    assert torch.autograd.gradcheck(selective_scan, leaves)
+
+
 def test_causal() -> None:
     torch.manual_seed(1)
     layer = SelectiveSSM(4, d_state=3, chunk_size=3).double()
