@@ -101,3 +101,26 @@ def test_the_short_convolution_is_causal_and_counted_in_the_state():
     assert net.state_size == 2 * 3 * 8 + MixerLM(vocab_size=16, mixer="linear_attention", d_model=8).state_size
     with pytest.raises(ValueError, match=r"short_conv must be >= 0 \(0: none\), got -1 \(model.short_conv"):
         MixerLM(vocab_size=16, short_conv=-1)
+
+
+def test_tied_embeddings_read_the_token_table() -> None:
+    torch.manual_seed(0)
+    untied = MixerLM(vocab_size=500, d_model=16, layers=1)
+    torch.manual_seed(0)
+    tied = MixerLM(vocab_size=500, d_model=16, layers=1, tie_embeddings=True).double()
+    table = tied.embed.weight  # (V, D)
+    assert tied.head.weight is table and tied.head.bias is None
+    # one parameter fewer (the head's weight is the table) and no bias: V·D + V numbers fewer
+    count = lambda net: sum(p.numel() for p in net.parameters())  # noqa: E731
+    assert count(untied) - count(tied) == 500 * 16 + 500
+    assert 0.018 < table.std().item() < 0.022  # N(0, 0.02²), against N(0, 1) untied
+    assert 0.9 < untied.embed.weight.std().item() < 1.1
+    # logits = norm(x) Eᵀ: the head is the table, read by the final norm's output
+    tokens = torch.randint(0, 500, (2, 7))
+    hidden = {}
+    tied.norm.register_forward_hook(lambda module, args, out: hidden.update(out=out))
+    logits = tied(tokens)
+    assert torch.allclose(logits, hidden["out"] @ table.T, atol=1e-12)
+    # a gradient through the head reaches the table: one parameter, trained by both uses
+    logits[0, -1, 3].backward()
+    assert table.grad is not None and table.grad[3].abs().sum() > 0

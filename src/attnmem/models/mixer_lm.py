@@ -13,7 +13,7 @@ one is embedding → the core → head.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from torch import Tensor, nn
 
@@ -50,6 +50,9 @@ class MixerLM(MixerBackbone):
             each layer's state.
         d_ff: the MLP's hidden width; None: 4 · d_model.
         dropout: dropout on the embeddings and every sub-block's output.
+        tie_embeddings: the head reads the token table, logits = norm(x) Eᵀ without bias (Press & Wolf 2017),
+            and the table is drawn from N(0, 0.02²) (GPT-2's; Zoology's and Mamba's language models tie theirs
+            and draw it so); False: an untied head with a bias, the table from N(0, 1) (PyTorch's).
     """
 
     families: ClassVar[tuple[str, ...]] = ("recall",)
@@ -70,6 +73,7 @@ class MixerLM(MixerBackbone):
         d_ff: int | None = None,
         dropout: float = 0.0,
         short_conv: int = 0,
+        tie_embeddings: bool = False,
     ) -> None:
         check_sizes("MixerLM", {"vocab_size": vocab_size}, prefix="model.")
         super().__init__(
@@ -88,6 +92,11 @@ class MixerLM(MixerBackbone):
             dropout=dropout,
             short_conv=short_conv,
         )
+        if tie_embeddings:
+            table = cast(nn.Embedding, self.embed).weight  # (V, D)
+            nn.init.normal_(table, std=0.02)
+            self.head = nn.Linear(d_model, vocab_size, bias=False)
+            self.head.weight = table  # one parameter: the head's rows are the token vectors
 
     def forward(self, tokens: Tensor) -> Tensor:
         """Next-token logits at every step.
