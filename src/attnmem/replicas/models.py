@@ -59,7 +59,7 @@ class Vmapped:
     on_cpu: ClassVar[bool] = True  # whether batching pays on a CPU too (else only on an accelerator)
 
     def __init__(self, net: nn.Module) -> None:
-        self.base = copy.deepcopy(net).to("meta")
+        self.base = _meta_copy(net)
 
     def call(self, base: nn.Module, tensors: tuple[dict[str, Tensor], ...], batch: dict[str, Tensor]) -> Output:
         """One replica's `Output`: `base` under `tensors` (its parameters and buffers) on its batch."""
@@ -81,6 +81,20 @@ class Vmapped:
     def folded_base(self) -> nn.Module:
         """The module that runs a folded batch over the replicas' parameters stacked as one (only where `folds`)."""
         raise NotImplementedError(f"{type(self).__name__} does not fold replicas")
+
+
+def _meta_copy(net: nn.Module) -> nn.Module:
+    """A copy of `net` on the meta device whose tied parameters are still one: `Module.to("meta")` gives each name
+    of a shared parameter (a tied head and embedding) its own tensor, and `functional_call` ties only what is tied
+    in the module it runs."""
+    base = copy.deepcopy(net).to("meta")
+    first: dict[int, str] = {}  # a parameter's id -> its first name in `net`
+    for name, parameter in net.named_parameters(remove_duplicate=False):
+        if id(parameter) in first:  # a later name of a tied parameter: the copy's first name's tensor again
+            owner, _, attribute = name.rpartition(".")
+            setattr(base.get_submodule(owner), attribute, base.get_parameter(first[id(parameter)]))
+        first.setdefault(id(parameter), name)
+    return base
 
 
 @functools.singledispatch
