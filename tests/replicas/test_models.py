@@ -84,7 +84,10 @@ def test_mixer_lms_batch_unless_they_drop_or_hold_an_lstm():
     assert batched_path(mixer_lm("selective_ssm", mlp=True, dropout=0.1)) is None
 
 
-@pytest.mark.parametrize(("mixer", "tie"), [(m, False) for m in sorted(MIXERS.keys() - {"lstm"})] + [("attention", True)])
+BATCHED = [(m, False) for m in sorted(MIXERS.keys() - {"lstm"})] + [("attention", True)]  # (mixer, tie_embeddings)
+
+
+@pytest.mark.parametrize(("mixer", "tie"), BATCHED)
 def test_mixer_lm_replicas_batched_give_each_replicas_own_logits_and_gradients(mixer, tie):
     torch.manual_seed(0)
     nets = [mixer_lm(mixer, tie_embeddings=tie) for _ in range(2)]  # tied: the head's weight is the token table
