@@ -65,6 +65,7 @@ PROVIDERS = {  # the docstring of each Protocol names these
     contract.WordVectors: {"NNLM", "CW", "Word2Vec"},
     contract.AdaptsModel: {"MemN2NQA", "NTMSequence", "DNCSequence"},
     contract.StateSized: {"MixerLM", "MixerSequence"},
+    contract.LogitsAt: {"MixerLM"},
 }
 # tensor models with a method of a capability's name but another signature: the run-time check sees only names
 LOOKALIKES = {(contract.MemoryTrace, "DNC"), (contract.StoresPatterns, "BAM"),

@@ -124,3 +124,15 @@ def test_tied_embeddings_read_the_token_table() -> None:
     # a gradient through the head reaches the table: one parameter, trained by both uses
     logits[0, -1, 3].backward()
     assert table.grad is not None and table.grad[3].abs().sum() > 0
+
+
+def test_logits_at_are_the_forwards_rows_at_the_marked_steps() -> None:
+    torch.manual_seed(0)
+    net = MixerLM(vocab_size=11, mixer="linear_attention", d_model=8, layers=2, max_len=16, short_conv=3).double()
+    tokens = torch.randint(11, (3, 9))
+    where = torch.rand(3, 9) < 0.4
+    at = net.logits_at(tokens, where)
+    assert at.shape == (int(where.sum()), 11)
+    assert torch.allclose(at, net(tokens)[where], atol=1e-12)
+    with pytest.raises(ValueError, match=r"where must be a bool tensor of the tokens' shape \(3, 9\), got torch.int64"):
+        net.logits_at(tokens, where.long())

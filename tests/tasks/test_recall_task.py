@@ -10,7 +10,7 @@ from torch import nn
 from attnmem.core.dims import RecallDims
 from attnmem.data.recall.datamodule import RecallDataModule
 from attnmem.data.recall.mqar import MQAR
-from attnmem.models.contract import StateSized
+from attnmem.models.contract import LogitsAt, StateSized
 from attnmem.tasks.recall import RecallTask
 
 
@@ -55,6 +55,31 @@ def test_loss_and_accuracy_count_only_scored_positions():
     task.shared_step({"inputs": BATCH["inputs"], "targets": torch.tensor([[-100, 1, -100, -100], [1] + [-100] * 3])},
                      "train")
     assert task.epoch_metrics("train")["train/exact_match"] == 1.0
+
+
+class _FixedAt(_Fixed, LogitsAt):
+    """_Fixed with the `LogitsAt` capability: records the positions it was asked for."""
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        raise AssertionError("a LogitsAt net is asked for its scored positions only")
+
+    def logits_at(self, tokens: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
+        self.asked = where
+        return (self.logits * self.scale)[where]
+
+
+def test_a_logits_at_net_is_asked_for_the_scored_positions_only_and_scores_the_same():
+    net = _FixedAt(LOGITS)
+    task = RecallTask(net, optimizer=torch.optim.SGD, dims=RecallDims(vocab_size=3, seq_len=4))
+    loss = task.shared_step(BATCH, "val")
+    assert torch.equal(net.asked, TARGETS != -100)
+    assert torch.isclose(loss, F.cross_entropy(LOGITS[TARGETS != -100], TARGETS[TARGETS != -100]))
+    logged = task.epoch_metrics("val")
+    assert logged["val/acc"] == 3 / 5 and logged["val/exact_match"] == 0.0
+    # sequence 0 right at both of its scored positions, sequence 1 wrong at one: exact match 1/2
+    task.shared_step({"inputs": BATCH["inputs"], "targets": torch.tensor([[-100, 1, 2, -100], [1, -100, 0, 1]])},
+                     "train")
+    assert task.epoch_metrics("train")["train/exact_match"] == 0.5
 
 
 def test_extra_test_sets_are_their_own_slices():

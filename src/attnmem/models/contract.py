@@ -17,8 +17,8 @@ from torch import Tensor, nn
 from attnmem.blocks.output import Output
 
 __all__ = [
-    "AdaptsModel", "AfterClipping", "CarriesState", "LinearStartable", "MemoryTrace", "NamedAttention", "ReadHeads",
-    "RecallsPairs", "StateSized", "StoresPatterns", "WeightMatrices", "WordVectors",
+    "AdaptsModel", "AfterClipping", "CarriesState", "LinearStartable", "LogitsAt", "MemoryTrace", "NamedAttention",
+    "ReadHeads", "RecallsPairs", "StateSized", "StoresPatterns", "WeightMatrices", "WordVectors",
 ]
 
 
@@ -135,3 +135,14 @@ class StateSized(Protocol):
     @property
     def state_size(self) -> int:
         """The numbers of state one sequence holds."""
+
+
+@runtime_checkable
+class LogitsAt(Protocol):
+    """Asked by the `recall` family module, which scores a few positions of each sequence: `logits_at(tokens, where)`
+    the logits at the positions `where (B, T)` marks only, `(K, V)` for its K true entries in row-major order (the
+    rows of `net(tokens)[where]`), so the head and the loss skip the positions that are not scored. MixerLM; the
+    replicas' stand-in for a batched forward (`replicas.batch._Served`)."""
+
+    def logits_at(self, tokens: Tensor, where: Tensor) -> Tensor:
+        """The logits at the marked positions."""

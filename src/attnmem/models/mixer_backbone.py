@@ -206,15 +206,17 @@ class MixerBackbone(nn.Module, StateSized):
         conv = sum((c.kernel_size[0] - 1) * c.in_channels for c in convs)  # each keeps its last k - 1 inputs
         return conv + sum(m.state_size for m in self.mixers if isinstance(m, StateSized))
 
-    def mix(self, x: Tensor) -> Tensor:
+    def mix(self, x: Tensor, where: Tensor | None = None) -> Tensor:
         """The stack and the head over the embedded inputs.
 
         Args:
             x: the input layer's output.
+            where: the positions to compute the head at (True); None: every position.
 
         Shapes:
             - x: (B, T, D)
-            - y: (B, T, output_size)
+            - where: (B, T), K of them True
+            - y: (B, T, output_size); with `where`, (K, output_size) in row-major order
 
         Returns:
             The head's output, step t a function of x_{<=t}.
@@ -227,4 +229,5 @@ class MixerBackbone(nn.Module, StateSized):
             x = x + self.dropout(mixer(h))  # (B, T, D)
             if self.mlps is not None and self.mlp_norms is not None:
                 x = x + self.dropout(self.mlps[i](self.mlp_norms[i](x)))
-        return cast(Tensor, self.head(self.norm(x)))  # (B, T, output_size)
+        x = x if where is None else x[where]  # (B, T, D), or (K, D): the final norm and the head are per position
+        return cast(Tensor, self.head(self.norm(x)))  # (B, T, output_size) or (K, output_size)

@@ -15,15 +15,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, cast
 
+import torch
 from torch import Tensor, nn
 
 from attnmem.blocks.checks import check_sizes
+from attnmem.models.contract import LogitsAt
 from attnmem.models.mixer_backbone import MixerBackbone
 
 __all__ = ["MixerLM"]
 
 
-class MixerLM(MixerBackbone):
+class MixerLM(MixerBackbone, LogitsAt):
     """A causal language model over any sequence mixer: the recall family's backbone.
 
     Logits (B, T, vocab_size) for `tokens (B, T)`; step t sees tokens <= t. state_size = the sum of the
@@ -112,3 +114,24 @@ class MixerLM(MixerBackbone):
             The logits, step t a function of tokens <= t.
         """
         return self.mix(self.embed(tokens))  # (B, T, V)
+
+    def logits_at(self, tokens: Tensor, where: Tensor) -> Tensor:
+        """Next-token logits at the marked steps only: `forward(tokens)[where]`, without the head elsewhere.
+
+        Args:
+            tokens: token ids.
+            where: the steps to score (True).
+
+        Shapes:
+            - tokens, where: (B, T)
+            - logits: (K, V) for the K true entries of `where`, in row-major order
+
+        Returns:
+            The logits at the marked steps.
+        """
+        if where.shape != tokens.shape or where.dtype != torch.bool:
+            raise ValueError(
+                f"MixerLM.logits_at: where must be a bool tensor of the tokens' shape {tuple(tokens.shape)}, "
+                f"got {where.dtype} {tuple(where.shape)}"
+            )
+        return self.mix(self.embed(tokens), where)  # (K, V)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 from attnmem.blocks.output import Output
+from attnmem.models.contract import LogitsAt
 from attnmem.replicas.models import Vmapped
 
 
@@ -121,8 +122,9 @@ def _unstack(preds: Tensor, attention: list[Tensor]) -> list[Output]:
     return [Output(pred=pred, attention=[m[r] for m in maps]) for r, pred in enumerate(preds.unbind())]
 
 
-class _Served(nn.Module):
-    """Stands in for a family module's `net` for one step: returns what was already computed for its batch."""
+class _Served(nn.Module, LogitsAt):
+    """Stands in for a family module's `net` for one step: returns what was already computed for its batch (the
+    whole of it: a `LogitsAt` caller gets the rows it marks)."""
 
     def __init__(self, served: Any) -> None:
         super().__init__()
@@ -130,6 +132,10 @@ class _Served(nn.Module):
 
     def forward(self, *args: Any) -> Any:
         return self.served
+
+    def logits_at(self, tokens: Tensor, where: Tensor) -> Tensor:
+        """The served logits (B, T, V) at the positions `where (B, T)` marks: (K, V)."""
+        return cast(Tensor, self.served[where])
 
 
 @contextmanager

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import lightning as L
 import torch
@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from attnmem.core.dims import RecallDims
 from attnmem.evaluation import plots, recall_plots
-from attnmem.models.contract import StateSized
+from attnmem.models.contract import LogitsAt, StateSized
 from attnmem.tasks.family import FamilyModule
 from attnmem.tasks.metrics import Sums, SumsDict, counted
 
@@ -23,23 +23,23 @@ IGNORE = -100  # the target of a position that is not scored
 FIELDS = ("loss", "correct", "count", "sequences", "exact")
 
 
-def scored_sums(logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
-    """The summed cross-entropy over the positions whose target is not -100, and the sums of `FIELDS`, (5,).
+def scored_sums(logits: Tensor, targets: Tensor, where: Tensor) -> tuple[Tensor, Tensor]:
+    """The summed cross-entropy over the scored positions, and the sums of `FIELDS`, (5,).
 
     Shapes:
-        logits: (B, T, V); targets: (B, T)
+        logits: (K, V) at the scored positions; targets: (K,) theirs; where: (B, T), the K scored positions (True)
     """
-    nats = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE, reduction="sum")
-    scored = targets != IGNORE  # (B, T)
-    wrong = (logits.argmax(-1) != targets) & scored  # (B, T)
-    sums = torch.stack([nats.detach(), (scored & ~wrong).sum(), scored.sum(), nats.new_tensor(len(targets)),
-                        (~wrong.any(1)).sum()])
+    nats = F.cross_entropy(logits, targets, reduction="sum")
+    wrong = logits.argmax(-1) != targets  # (K,)
+    wrong_at = torch.zeros_like(where).index_put_(where.nonzero(as_tuple=True), wrong)  # (B, T)
+    sums = torch.stack([nats.detach(), (~wrong).sum(), nats.new_tensor(len(wrong)), nats.new_tensor(len(where)),
+                        (~wrong_at.any(1)).sum()])
     return nats, sums.double()
 
 
 class RecallTask(FamilyModule):
     """Trains any `recall` model, `net(inputs (B, T)) -> logits (B, T, V)`: cross-entropy on the scored positions
-    (target != -100) only.
+    (target != -100) only. A `LogitsAt` model (MixerLM) computes its head at those positions alone.
 
     Metrics per split: `acc` (the fraction of scored positions whose argmax is the target), `loss` (cross-entropy
     per scored position, in nats), `exact_match` (the fraction of sequences with every scored position right). Test
@@ -61,11 +61,15 @@ class RecallTask(FamilyModule):
         self.sums = SumsDict({f"{s}_sums": Sums(FIELDS, slices=n) for s, n in slices.items()})
         self.sizes = {"model/params": sum(p.numel() for p in net.parameters())}
         self.sizes |= {"model/state_size": net.state_size} if isinstance(net, StateSized) else {}
+        self.selects = isinstance(net, LogitsAt)  # decided once: a Protocol's isinstance inspects attributes
 
     def shared_step(self, batch: dict[str, Tensor], split: str, test_set: int = 0) -> Tensor:
         """The mean cross-entropy per scored position; the batch's sums added to its test set's slice."""
-        logits = self.net(batch["inputs"]).float()  # (B, T, V)
-        nats, sums = scored_sums(logits, batch["targets"])
+        inputs, targets = batch["inputs"], batch["targets"]
+        where = targets != IGNORE  # (B, T): the K scored positions
+        net = self.net
+        logits = cast(LogitsAt, net).logits_at(inputs, where) if self.selects else net(inputs)[where]  # (K, V)
+        nats, sums = scored_sums(logits.float(), targets[where], where)
         self.sums[f"{split}_sums"].add(sums, test_set)
         return nats / sums[2].clamp(min=1).to(nats.dtype)
 
