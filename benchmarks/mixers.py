@@ -4,9 +4,9 @@ by side at the protocols' sizes.
     python benchmarks/mixers.py [--threads 1] [--rounds 5] [--sizes 64x32,64x64,128x64]
 
 Each mixer is built as `MixerLM` builds it (`attnmem.models.mixer_backbone.MIXERS`) with its recipe's options
-(conf/experiment/mqar_<mixer>.yaml): attention 1 head, sliding window 16, S6 and its LTI variant with 16 states a
-channel, BaseConv's filter of 128, the Hopfield mixer's defaults; the classic cores (LSTM, NTM, DNC) as their
-recipes size them. Batch 64 (the protocols'), float32, CPU (`--threads`). Per size (T x D), each candidate runs
+(conf/experiment/mqar_<mixer>.yaml): attention 1 head, sliding window 16, the delta rule's chunks of 32, S6 and its
+LTI variant with 16 states a channel, BaseConv's filter of 128, the Hopfield mixer's defaults; the classic cores
+(LSTM, NTM, DNC) as their recipes size them. Batch 64 (the protocols'), float32, CPU (`--threads`). Per size (T x D), each candidate runs
 forward + backward of sum(y²) once per round, the rounds interleaved, so load on the machine hits every candidate
 alike; the median of `--rounds` is printed with its ratio to attention. Time is this process's CPU time.
 """
@@ -23,6 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from attnmem.models.mixer_backbone import mixer_factory
+from attnmem.runtime.process import configure
 
 BATCH = 64
 # a mixer's options as its recipe gives them (conf/experiment/mqar_<mixer>.yaml)
@@ -30,7 +31,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "attention": {"heads": 1},
     "sliding_window": {"window": 16},
     "linear_attention": {},
-    "delta_rule": {},
+    "delta_rule": {"chunk_size": 32},
     "selective_ssm": {"d_state": 16},
     "lti_ssm": {"d_state": 16},
     "base_conv": {"l_max": 128},
@@ -70,7 +71,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="64x32,64x64,128x64", help="T x D pairs, comma-separated")
     parser.add_argument("--mixers", default=",".join(OPTIONS), help="names of MIXERS, comma-separated")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    configure(args.threads)  # as training does: torch's threads, and freed memory kept in the process
     print(f"forward + backward of one layer, batch {BATCH}, CPU threads={args.threads}, "
           f"median of {args.rounds} interleaved rounds (CPU time), ratio to attention")
     names = ["attention", *(m for m in args.mixers.split(",") if m != "attention")]

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from attnmem.blocks import selective_ssm
 from attnmem.blocks.selective_ssm import SelectiveSSM, selective_scan
 
 LN2 = math.log(2.0)
@@ -59,9 +60,14 @@ def test_forward_equals_recurrent(selective: bool, chunk_size: int | None) -> No
     assert torch.allclose(layer(x), layer.recurrent(x), atol=1e-5)
 
 
+@pytest.mark.parametrize("chunk_numbers", [None, 1, 70], ids=["one chunk", "a step a chunk", "2 steps a chunk"])
 @pytest.mark.parametrize("selective", [True, False])
-def test_fast_backward_equals_autograd_through_the_loop(selective: bool) -> None:
-    # S6: the fused scan's hand-derived backward; LTI: autograd through the FFT convolution
+def test_fast_backward_equals_autograd_through_the_loop(selective: bool, chunk_numbers: int | None,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # S6: the scan's hand-derived backward, its steps in chunks (7 steps of 2 x 5 x 3 = 30 numbers: 1, 2 or all 7 in
+    # a chunk, the last one shorter); LTI: autograd through the FFT convolution
+    if chunk_numbers is not None:
+        monkeypatch.setattr(selective_ssm, "CHUNK_NUMBERS", chunk_numbers)
     torch.manual_seed(2)
     layer = SelectiveSSM(5, d_state=3, selective=selective, dt_max=0.5).double()
     x = torch.randn(2, 7, 5, dtype=torch.float64, requires_grad=True)
@@ -75,7 +81,10 @@ def test_fast_backward_equals_autograd_through_the_loop(selective: bool) -> None
         assert torch.allclose(fused, stepped, atol=1e-10)
 
 
-def test_selective_scan_passes_gradcheck_and_vmaps() -> None:
+@pytest.mark.parametrize("chunk_numbers", [None, 10], ids=["one chunk", "a step a chunk"])
+def test_selective_scan_passes_gradcheck_and_vmaps(chunk_numbers: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    if chunk_numbers is not None:
+        monkeypatch.setattr(selective_ssm, "CHUNK_NUMBERS", chunk_numbers)
     torch.manual_seed(3)
     b_, t, d, n = 2, 4, 3, 2
     delta = torch.rand(b_, t, d, dtype=torch.float64, requires_grad=True)
@@ -83,14 +92,29 @@ def test_selective_scan_passes_gradcheck_and_vmaps() -> None:
     u = torch.randn(b_, t, d, dtype=torch.float64, requires_grad=True)
     bc = [torch.randn(b_, t, 1, n, dtype=torch.float64, requires_grad=True) for _ in range(2)]
     assert torch.autograd.gradcheck(selective_scan, (delta, a, u, *bc))
-    stacked = -torch.rand(3, d, n, dtype=torch.float64)  # three replicas' A, one vmap
+    stacked = -torch.rand(3, d, n, dtype=torch.float64, requires_grad=True)  # three replicas' A, one vmap
     vmapped = torch.func.vmap(selective_scan, in_dims=(None, 0, None, None, None))(delta, stacked, u, *bc)
     looped = torch.stack([selective_scan(delta, ai, u, *bc) for ai in stacked])
     assert torch.allclose(vmapped, looped)
+    # every input batched, as the replicas' batched path gives them: values and gradients equal to a loop's
+    batched = [torch.randn(3, *x.shape, dtype=torch.float64) for x in (delta, a, u, *bc)]
+    batched[0], batched[1] = batched[0].abs().requires_grad_(), -batched[1].abs().requires_grad_()
+    for x in batched[2:]:
+        x.requires_grad_()
+    weights = torch.randn(3, b_, t, d, dtype=torch.float64)
+    grads = []
+    for ys in (torch.func.vmap(selective_scan)(*batched), torch.stack([selective_scan(*r) for r in zip(*batched)])):
+        grads.append(torch.autograd.grad((ys * weights).sum(), batched))
+    for by_vmap, by_loop in zip(*grads, strict=True):
+        assert torch.allclose(by_vmap, by_loop, atol=1e-12)
 
 
-def test_selective_scan_with_lti_parameters_equals_the_convolution() -> None:
+@pytest.mark.parametrize("chunk_numbers", [None, 20], ids=["one chunk", "a step a chunk"])
+def test_selective_scan_with_lti_parameters_equals_the_convolution(chunk_numbers: int | None,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     # selective_scan still takes the LTI shapes (B, C one per channel); the layer's LTI forward is the convolution
+    if chunk_numbers is not None:
+        monkeypatch.setattr(selective_ssm, "CHUNK_NUMBERS", chunk_numbers)
     torch.manual_seed(4)
     layer = SelectiveSSM(3, d_state=2, selective=False, dt_max=0.5).double()
     x = torch.randn(2, 6, 3, dtype=torch.float64, requires_grad=True)
