@@ -93,10 +93,11 @@ class DeltaRule(nn.Module):
         scores = (q @ k.transpose(-1, -2)).tril()  # (B, H, N, C, C): q_iᵀk_j, j <= i
         state = x.new_zeros(b, h, d, d)  # (B, H, Dk, Dv): S_0ᵀ
         ys = []
-        for i in range(n):
-            delta = u[:, :, i] - w[:, :, i] @ state  # (B, H, C, Dv): Δ = U − W S_0ᵀ
-            ys.append(q[:, :, i] @ state + scores[:, :, i] @ delta)  # (B, H, C, Dv)
-            state = state + k[:, :, i].transpose(-1, -2) @ delta  # S_Cᵀ = S_0ᵀ + Kᵀ Δ
+        # the chunks by `unbind`, whose backward stacks their gradients once (indexing's writes each into zeros)
+        for u_i, w_i, q_i, s_i, k_i in zip(*(y.unbind(2) for y in (u, w, q, scores, k)), strict=True):
+            delta = u_i - w_i @ state  # (B, H, C, Dv): Δ = U − W S_0ᵀ
+            ys.append(q_i @ state + s_i @ delta)  # (B, H, C, Dv)
+            state = state + k_i.transpose(-1, -2) @ delta  # S_Cᵀ = S_0ᵀ + Kᵀ Δ
         return self._merge(torch.cat(ys, 2)[:, :, :t])
 
     def recurrent(self, x: Tensor) -> Tensor:
