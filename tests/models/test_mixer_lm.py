@@ -91,9 +91,9 @@ def test_the_short_convolution_is_causal_and_counted_in_the_state():
         conv = net.convs[0]
         conv.weight.copy_(torch.tensor([1.0, 2.0, 3.0, 4.0]).repeat(8, 1, 1))
         conv.bias.zero_()
-        impulse = torch.zeros(1, 8, 6, dtype=torch.float64)
-        impulse[0, :, 1] = 1.0
-        assert conv(impulse)[..., :6][0, 0].tolist() == [0.0, 4.0, 3.0, 2.0, 1.0, 0.0]
+        impulse = torch.zeros(1, 6, 8, dtype=torch.float64)  # (B, T, D)
+        impulse[0, 1, :] = 1.0
+        assert conv(impulse)[0, :, 0].tolist() == [0.0, 4.0, 3.0, 2.0, 1.0, 0.0]
     tokens = torch.randint(0, 16, (2, 10))
     changed = tokens.clone()
     changed[:, 6:] = (changed[:, 6:] + 1) % 16

@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from attnmem.attention import MultiHead
 from attnmem.blocks.checks import check_sizes
+from attnmem.blocks.short_conv import ShortConv
 from attnmem.blocks.transformer import Positions, causal_mask, feed_forward
 from attnmem.models.contract import StateSized
 
@@ -187,13 +188,7 @@ class MixerBackbone(nn.Module, StateSized):
         self.mixers = nn.ModuleList(build(d_model) for _ in range(layers))
         check_holds_a_pair(self.mixers[0], mixer, d_model, owner)
         self.mixer_norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(layers))
-        self.convs = (
-            nn.ModuleList(  # depthwise, padded on both sides; forward keeps the first T outputs (causal)
-                nn.Conv1d(d_model, d_model, short_conv, groups=d_model, padding=short_conv - 1) for _ in range(layers)
-            )
-            if short_conv
-            else None
-        )
+        self.convs = nn.ModuleList(ShortConv(d_model, short_conv) for _ in range(layers)) if short_conv else None
         self.mlps = nn.ModuleList(feed_forward(d_model, d_ff, dropout) for _ in range(layers)) if mlp else None
         self.mlp_norms = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(layers)) if mlp else None
         self.norm = nn.LayerNorm(d_model)
@@ -202,9 +197,8 @@ class MixerBackbone(nn.Module, StateSized):
     @property
     def state_size(self) -> int:
         """The numbers of recurrent state one sequence holds at inference: the sum over the layers."""
-        convs = [c for c in self.convs if isinstance(c, nn.Conv1d)] if self.convs is not None else []
-        conv = sum((c.kernel_size[0] - 1) * c.in_channels for c in convs)  # each keeps its last k - 1 inputs
-        return conv + sum(m.state_size for m in self.mixers if isinstance(m, StateSized))
+        convs = list(self.convs) if self.convs is not None else []  # each keeps its last k - 1 inputs
+        return sum(m.state_size for m in [*convs, *self.mixers] if isinstance(m, StateSized))
 
     def mix(self, x: Tensor, where: Tensor | None = None) -> Tensor:
         """The stack and the head over the embedded inputs.
@@ -224,8 +218,8 @@ class MixerBackbone(nn.Module, StateSized):
         x = self.positions(x) if self.positions is not None else self.dropout(x)
         for i, mixer in enumerate(self.mixers):
             h = self.mixer_norms[i](x)  # (B, T, D)
-            if self.convs is not None:  # the short convolution: outputs 0 .. T-1 of the padded one are causal
-                h = self.convs[i](h.transpose(1, 2))[..., : h.shape[1]].transpose(1, 2)
+            if self.convs is not None:  # the short convolution
+                h = self.convs[i](h)  # (B, T, D)
             x = x + self.dropout(mixer(h))  # (B, T, D)
             if self.mlps is not None and self.mlp_norms is not None:
                 x = x + self.dropout(self.mlps[i](self.mlp_norms[i](x)))
