@@ -6,15 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnmem.blocks import selective_scan as scan_module
 from attnmem.blocks.selective_scan import selective_scan
 from attnmem.blocks.selective_ssm import SelectiveSSM
 
 
-@pytest.mark.parametrize("chunk_numbers", [None, 10], ids=["one chunk", "a step a chunk"])
-def test_selective_scan_passes_gradcheck_and_vmaps(chunk_numbers: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
-    if chunk_numbers is not None:
-        monkeypatch.setattr(scan_module, "CHUNK_NUMBERS", chunk_numbers)
+@pytest.mark.parametrize("chunk_numbers", [None, 10], ids=["one chunk", "a step a chunk"], indirect=True)
+def test_selective_scan_passes_gradcheck_and_vmaps(chunk_numbers: int | None) -> None:
     torch.manual_seed(3)
     b_, t, d, n = 2, 4, 3, 2
     delta = torch.rand(b_, t, d, dtype=torch.float64, requires_grad=True)
@@ -39,12 +36,9 @@ def test_selective_scan_passes_gradcheck_and_vmaps(chunk_numbers: int | None, mo
         assert torch.allclose(by_vmap, by_loop, atol=1e-12)
 
 
-@pytest.mark.parametrize("chunk_numbers", [None, 20], ids=["one chunk", "a step a chunk"])
-def test_selective_scan_with_lti_parameters_equals_the_convolution(chunk_numbers: int | None,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("chunk_numbers", [None, 20], ids=["one chunk", "a step a chunk"], indirect=True)
+def test_selective_scan_with_lti_parameters_equals_the_convolution(chunk_numbers: int | None) -> None:
     # selective_scan still takes the LTI shapes (B, C one per channel); the layer's LTI forward is the convolution
-    if chunk_numbers is not None:
-        monkeypatch.setattr(scan_module, "CHUNK_NUMBERS", chunk_numbers)
     torch.manual_seed(4)
     layer = SelectiveSSM(3, d_state=2, selective=False, dt_max=0.5).double()
     x = torch.randn(2, 6, 3, dtype=torch.float64, requires_grad=True)

@@ -7,7 +7,6 @@ import math
 import pytest
 import torch
 
-from attnmem.blocks import selective_scan as scan_module
 from attnmem.blocks.selective_ssm import SelectiveSSM
 
 LN2 = math.log(2.0)
@@ -60,14 +59,12 @@ def test_forward_equals_recurrent(selective: bool, chunk_size: int | None) -> No
     assert torch.allclose(layer(x), layer.recurrent(x), atol=1e-5)
 
 
-@pytest.mark.parametrize("chunk_numbers", [None, 1, 70], ids=["one chunk", "a step a chunk", "2 steps a chunk"])
+@pytest.mark.parametrize("chunk_numbers", [None, 1, 70], ids=["one chunk", "a step a chunk", "2 steps a chunk"],
+                         indirect=True)
 @pytest.mark.parametrize("selective", [True, False])
-def test_fast_backward_equals_autograd_through_the_loop(selective: bool, chunk_numbers: int | None,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fast_backward_equals_autograd_through_the_loop(selective: bool, chunk_numbers: int | None) -> None:
     # S6: the scan's hand-derived backward, its steps in chunks (7 steps of 2 x 5 x 3 = 30 numbers: 1, 2 or all 7 in
     # a chunk, the last one shorter); LTI: autograd through the FFT convolution
-    if chunk_numbers is not None:
-        monkeypatch.setattr(scan_module, "CHUNK_NUMBERS", chunk_numbers)
     torch.manual_seed(2)
     layer = SelectiveSSM(5, d_state=3, selective=selective, dt_max=0.5).double()
     x = torch.randn(2, 7, 5, dtype=torch.float64, requires_grad=True)
