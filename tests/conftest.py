@@ -15,6 +15,8 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from attnmem.blocks import selective_scan
+
 ROOT = Path(__file__).resolve().parents[1]
 # the packaged configs and sweep files (attnmem/conf: `pkg://attnmem.conf`; attnmem/sweeps)
 CONF = ROOT / "src" / "attnmem" / "conf"
@@ -128,3 +130,11 @@ def cli_error(tmp_path: Path, *overrides: str) -> str:
     assert len(errors) == 1, done.stderr[-2000:]
     assert not (tmp_path / "cli" / "metrics.json").exists()
     return errors[0]
+
+
+@pytest.fixture
+def chunk_numbers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int | None:
+    """`blocks.selective_scan.CHUNK_NUMBERS` set to the test's parameter (indirect; None: the default) for the test."""
+    if request.param is not None:
+        monkeypatch.setattr(selective_scan, "CHUNK_NUMBERS", request.param)
+    return request.param
