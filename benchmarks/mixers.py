@@ -6,9 +6,10 @@ by side at the protocols' sizes.
 Each mixer is built as `MixerLM` builds it (`attnmem.models.mixer_backbone.MIXERS`) with its recipe's options
 (conf/experiment/mqar_<mixer>.yaml): attention 1 head, sliding window 16, the delta rule's chunks of 32, S6 and its
 LTI variant with 16 states a channel, BaseConv's filter of 128, the Hopfield mixer's defaults; the classic cores
-(LSTM, NTM, DNC) as their recipes size them. Batch 64 (the protocols'), float32, CPU (`--threads`). Per size (T x D), each candidate runs
-forward + backward of sum(y²) once per round, the rounds interleaved, so load on the machine hits every candidate
-alike; the median of `--rounds` is printed with its ratio to attention. Time is this process's CPU time.
+(LSTM, NTM, DNC) as their recipes size them. Batch 64 (the protocols'), float32, CPU (`--threads`). Per size
+(T x D), each candidate runs forward + backward of sum(y²) once per round, the rounds interleaved, so load on the
+machine hits every candidate alike; the median of `--rounds` is printed with its ratio to attention. Time is this
+process's CPU time.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ def scored_sums(logits: Tensor, targets: Tensor, where: Tensor) -> tuple[Tensor,
     """
     nats = F.cross_entropy(logits, targets, reduction="sum")
     wrong = logits.argmax(-1) != targets  # (K,)
-    wrong_at = torch.zeros_like(where).index_put_(where.nonzero(as_tuple=True), wrong)  # (B, T)
+    wrong_at = torch.zeros_like(where).masked_scatter_(where, wrong)  # (B, T): wrong where scored and wrong
     sums = torch.stack([nats.detach(), (~wrong).sum(), nats.new_tensor(len(wrong)), nats.new_tensor(len(where)),
                         (~wrong_at.any(1)).sum()])
     return nats, sums.double()
