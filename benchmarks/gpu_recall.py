@@ -57,7 +57,8 @@ def train(mixer: str, minutes: float, out_dir: Path) -> dict[str, Any]:
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
-        return {"error": f"exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}", "seconds": seconds}
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return {"error": f"exit {done.returncode}: {last}", "seconds": seconds}
     metrics = json.loads((out_dir / "metrics.json").read_text())
     return {
         "steps": metrics["global_step"],
