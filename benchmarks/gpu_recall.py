@@ -1,11 +1,12 @@
 """Issue 53's GPU clause: MQAR (256, 16) at width 128, attention and one other mixer, a time cap each.
 
-Each mixer trains as `python train.py experiment=mqar_<mixer> trainer=gpu` on Zoology's Figure 2 setting of the
-cell (sweeps/paper/zoology_figure2_256x16.yaml: vocabulary 8192, 100k/3k/3k examples, batch 256, the head tied to
-the token table, no random fillers, AdamW with weight decay 0.1) at the recipe's learning rate, stopped by
-`trainer.max_time` (or at 99% validation accuracy, the recipes' early stop). Printed per mixer: training steps/s
-(`global_step / train_seconds` of its metrics.json), validation and test accuracy at the cap, and the time of the
-whole run (data, validation and test included). Without a CUDA GPU it says so and exits 0.
+Each mixer trains as `python train.py experiment=mqar_<mixer>` with the single-valued parameters of
+sweeps/paper/zoology_figure2_256x16.yaml (Zoology's Figure 2 setting of the cell: `trainer=gpu`, vocabulary 8192,
+100k/3k/3k examples, batch 256, the head tied to the token table, no random fillers, AdamW with weight decay 0.1), at
+width 128 and the recipe's learning rate, stopped by `trainer.max_time` (or at 99% validation accuracy, the recipes'
+early stop). Printed per mixer: training steps/s (`global_step / train_seconds` of its metrics.json), validation and
+test accuracy at the cap, and the time of the whole run (data, validation and test included). Without a CUDA GPU it
+says so and exits 0.
 
     python benchmarks/gpu_recall.py [--minutes 4] [--mixers attention delta_rule] [--json out.json]
 
@@ -25,33 +26,24 @@ from typing import Any
 
 import torch
 
+from attnmem.core import packaged
+from attnmem.tools.sweep_spec import args_no_hyphens, load_spec
+
 ROOT = Path(__file__).resolve().parent.parent  # where train.py is
-# Zoology's Figure 2 grid at (256, 16): sweeps/paper/zoology_figure2_256x16.yaml, less its widths and rates
-CELL = [
-    "trainer=gpu",
-    "data.source.vocab_size=8192",
-    "data.source.seq_len=256",
-    "data.source.num_kv_pairs=16",
-    "data.source.random_non_queries=false",
-    "data.num_train=100000",
-    "data.num_val=3000",
-    "data.num_test=3000",
-    "data.batch_size=256",
-    "model.d_model=128",
-    "model.tie_embeddings=true",
-    "optimizer._target_=torch.optim.AdamW",
-    "optimizer.weight_decay=0.1",
-    "trainer.max_steps=-1",
-    "trainer.max_epochs=64",
-    "trainer.val_check_interval=1.0",
-    "trainer.enable_progress_bar=false",
-]
+GRID = packaged.sweeps_dir() / "paper" / "zoology_figure2_256x16.yaml"  # Zoology's Figure 2 grid at (256, 16)
+
+
+def cell() -> list[str]:
+    """The grid's overrides that have one value (the task, data, optimizer and trainer), at width 128."""
+    spec = load_spec(GRID)
+    fixed = {name: param["value"] for name, param in spec["parameters"].items() if "value" in param}
+    return [*args_no_hyphens(fixed), "model.d_model=128", "trainer.enable_progress_bar=false"]
 
 
 def train(mixer: str, minutes: float, out_dir: Path) -> dict[str, Any]:
     """Train `experiment=mqar_<mixer>` on the cell for at most `minutes`; its figures from metrics.json."""
     cap = time.strftime("00:%H:%M:%S", time.gmtime(round(60 * minutes)))
-    command = [sys.executable, "train.py", f"experiment=mqar_{mixer}", *CELL, f"++trainer.max_time={cap}",
+    command = [sys.executable, "train.py", f"experiment=mqar_{mixer}", *cell(), f"++trainer.max_time={cap}",
                f"hydra.run.dir={out_dir}"]
     start = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
